@@ -1,0 +1,202 @@
+/*
+ * backend_abi.h - the one contract between the RedisAI core and a backend .so.
+ *
+ * A backend exports exactly one symbol, RAI_BACKEND_ENTRY_SYMBOL, of type
+ * RAI_BackendEntryFn. The core dlopen()s the backend with RTLD_NOW|RTLD_LOCAL,
+ * calls the entry with a table of host functions and gets back a descriptor.
+ * A backend never includes redismodule.h's function pointers: everything it
+ * needs from the host comes through RAI_HostApi.
+ *
+ * Evolution is append-only, as in SQLite's sqlite3_api_routines: new members
+ * go at the END of a struct, each group commented with the ABI minor that
+ * added it, and the minor number is bumped. A change of layout or meaning of
+ * an existing member bumps the major, and the core refuses every backend of
+ * another major. Each struct carries its own size so either side can tell
+ * which members the other knows about.
+ */
+#ifndef REDISAI_BACKEND_ABI_H
+#define REDISAI_BACKEND_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RAI_ABI_MAJOR 1
+#define RAI_ABI_MINOR 0
+
+#define RAI_BACKEND_ENTRY_SYMBOL "RAI_BackendEntry"
+
+/* Backend kinds, numbered as RedisAI 1.2's persisted backend codes. */
+typedef enum RAI_BackendKind {
+    RAI_BACKEND_TF = 0,
+    RAI_BACKEND_TFLITE = 1,
+    RAI_BACKEND_TORCH = 2,
+    RAI_BACKEND_ONNX = 3,
+} RAI_BackendKind;
+
+typedef enum RAI_DeviceKind {
+    RAI_DEVICE_CPU = 0,
+    RAI_DEVICE_GPU = 1,
+} RAI_DeviceKind;
+
+/* Element type, as DLPack's (code, bits) pair, so that types the tensor
+ * layer cannot name (float16 from a framework) still round-trip as BLOB. */
+typedef enum RAI_DTypeCode {
+    RAI_DTYPE_INT = 0,
+    RAI_DTYPE_UINT = 1,
+    RAI_DTYPE_FLOAT = 2,
+    RAI_DTYPE_BFLOAT = 4,
+    RAI_DTYPE_BOOL = 6,
+    RAI_DTYPE_STRING = 7,
+} RAI_DTypeCode;
+
+typedef struct RAI_DType {
+    uint8_t code; /* RAI_DTypeCode */
+    uint8_t bits; /* 8, 16, 32 or 64; STRING uses 8 */
+} RAI_DType;
+
+typedef enum RAI_LogLevel {
+    RAI_LOG_DEBUG = 0,
+    RAI_LOG_VERBOSE = 1,
+    RAI_LOG_NOTICE = 2,
+    RAI_LOG_WARNING = 3,
+} RAI_LogLevel;
+
+/* Load-time settings a backend may read (spec section 12.1). */
+typedef enum RAI_ConfigKey {
+    RAI_CONFIG_THREADS_PER_QUEUE = 0,
+    RAI_CONFIG_INTRA_OP_PARALLELISM = 1, /* 0: framework default */
+    RAI_CONFIG_INTER_OP_PARALLELISM = 2, /* 0: framework default */
+    RAI_CONFIG_MODEL_EXECUTION_TIMEOUT = 3, /* ms */
+    RAI_CONFIG_BACKEND_MEMORY_LIMIT = 4, /* MB, 0: unlimited */
+} RAI_ConfigKey;
+
+/* Opaque core objects. */
+typedef struct RAI_Tensor RAI_Tensor;
+typedef struct RAI_Error RAI_Error;
+
+/* Functions the core lends to a backend. Valid for the life of the process. */
+typedef struct RAI_HostApi {
+    uint32_t abi_major;
+    uint32_t abi_minor;
+    uint32_t size; /* sizeof(RAI_HostApi) as the core was compiled */
+
+    /* --- 1.0: memory, through Redis's allocator so it shows in INFO --- */
+    void *(*alloc)(size_t bytes);
+    void *(*calloc)(size_t count, size_t bytes);
+    void *(*realloc)(void *ptr, size_t bytes);
+    void (*free)(void *ptr);
+    char *(*strdup)(const char *s);
+
+    /* --- 1.0: diagnostics --- */
+    void (*log)(RAI_LogLevel level, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+    /* Records an error; the first one recorded on an RAI_Error wins.
+     * CR/LF in the text become spaces. */
+    void (*error_set)(RAI_Error *err, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+    long long (*config_get)(RAI_ConfigKey key);
+
+    /* --- 1.0: tensors ---
+     * A tensor is reference-counted; every create/retain is matched by one
+     * tensor_release. Tensors handed to model_run as inputs are borrowed. */
+    /* New tensor with uninitialised data of length * (bits/8) bytes.
+     * Not for STRING: use tensor_create_strings. */
+    RAI_Tensor *(*tensor_create)(RAI_DType dtype, const int64_t *dims, int ndims);
+    /* New tensor that takes ownership of foreign memory without copying;
+     * deleter(deleter_ctx) runs when the last reference goes. */
+    RAI_Tensor *(*tensor_adopt)(RAI_DType dtype, const int64_t *dims, int ndims,
+                                void *data, size_t nbytes, void (*deleter)(void *ctx),
+                                void *deleter_ctx);
+    /* New STRING tensor from n = product(dims) elements (copied). */
+    RAI_Tensor *(*tensor_create_strings)(const int64_t *dims, int ndims,
+                                         const char *const *elems, const size_t *lens);
+    RAI_Tensor *(*tensor_retain)(RAI_Tensor *t);
+    void (*tensor_release)(RAI_Tensor *t);
+    RAI_DType (*tensor_dtype)(const RAI_Tensor *t);
+    int (*tensor_ndims)(const RAI_Tensor *t);
+    const int64_t *(*tensor_dims)(const RAI_Tensor *t);
+    size_t (*tensor_length)(const RAI_Tensor *t);    /* number of elements */
+    size_t (*tensor_byte_size)(const RAI_Tensor *t); /* bytes of data */
+    void *(*tensor_data)(RAI_Tensor *t);
+    /* STRING only: element i is the NUL-terminated C string at
+     * data + offsets[i]; its length excludes the NUL. */
+    const char *(*tensor_string_at)(const RAI_Tensor *t, size_t i, size_t *len);
+} RAI_HostApi;
+
+/* What the core knows about a model when it asks a backend to build it. */
+typedef struct RAI_ModelSpec {
+    uint32_t size; /* sizeof(RAI_ModelSpec) as the core was compiled */
+    const char *device_str; /* exactly as the user typed it */
+    RAI_DeviceKind device;
+    int64_t device_id; /* -1: the default device of that kind */
+    const char *blob;
+    size_t blob_len;
+    /* Names the user gave (TF: required; others: none). */
+    size_t ninputs;
+    const char *const *inputs;
+    size_t noutputs;
+    const char *const *outputs;
+} RAI_ModelSpec;
+
+/* Input and output names a backend found in the model itself (ONNX, Torch).
+ * Arrays and strings are allocated with the host allocator; the core takes
+ * ownership. A backend that leaves them NULL keeps the names the user gave. */
+typedef struct RAI_ModelNames {
+    size_t ninputs;
+    char **inputs;
+    size_t noutputs;
+    char **outputs;
+} RAI_ModelNames;
+
+/* Per-run facts the core gives a backend. */
+typedef struct RAI_RunInfo {
+    uint32_t size;
+    int worker_index; /* 0 .. THREADS_PER_QUEUE-1 within the device's queue */
+} RAI_RunInfo;
+
+/* What a backend gives the core. Static storage in the backend. */
+typedef struct RAI_BackendDescriptor {
+    uint32_t abi_major;
+    uint32_t abi_minor;
+    uint32_t size; /* sizeof(RAI_BackendDescriptor) as the backend was compiled */
+
+    /* --- 1.0 --- */
+    RAI_BackendKind kind;
+    const char *framework;         /* "TensorFlow" */
+    const char *framework_version; /* "2.21.0" */
+    const char *variant;           /* "cpu" or "gpu" */
+
+    /* Called on the main thread (MODELSTORE, RDB load). Returns the
+     * backend's model handle, or NULL after error_set. */
+    void *(*model_create)(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Error *err);
+    /* Called when the last reference to the model goes, on any thread. */
+    void (*model_free)(void *model);
+    /* Called on a run-queue worker thread; several workers may run one
+     * model at once. outputs[i] are NULL on entry; on success each is a new
+     * tensor owned by the core. Returns 0, or -1 after error_set (any
+     * outputs already made are released by the core). */
+    int (*model_run)(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
+                     size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err);
+} RAI_BackendDescriptor;
+
+/* The one exported symbol. Returns NULL (with a reason in errbuf) when the
+ * backend cannot work with this host, e.g. another ABI major or a host table
+ * smaller than it needs. */
+typedef const RAI_BackendDescriptor *(*RAI_BackendEntryFn)(const RAI_HostApi *host,
+                                                           char *errbuf, size_t errlen);
+
+/* The smallest tables each side accepts: the 1.0 layouts. */
+#define RAI_HOST_API_SIZE_1_0 \
+    (offsetof(RAI_HostApi, tensor_string_at) + sizeof(void *))
+#define RAI_DESCRIPTOR_SIZE_1_0 \
+    (offsetof(RAI_BackendDescriptor, model_run) + sizeof(void *))
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* REDISAI_BACKEND_ABI_H */

@@ -1,0 +1,34 @@
+/*
+ * backend_loader.h - finds, opens and checks backend .so files, and keeps
+ * the one loaded backend of each kind. Everything a load can get wrong is
+ * reported with the file and the reason.
+ */
+#ifndef REDISAI_BACKEND_LOADER_H
+#define REDISAI_BACKEND_LOADER_H
+
+#include "backend_abi.h"
+#include "error.h"
+#include "redismodule.h"
+
+#define RAI_BACKEND_KINDS 4
+
+typedef struct RAI_LoadedBackend {
+    const RAI_BackendDescriptor *desc; /* NULL while not loaded */
+    char *path;
+    double load_seconds;
+} RAI_LoadedBackend;
+
+/* "TF", "TFLITE", "TORCH", "ONNX", case-insensitive. */
+int Backend_ParseKind(const char *s, RAI_BackendKind *kind);
+const char *Backend_KindName(RAI_BackendKind kind);
+
+/* Loads the backend at path (relative paths resolve against BACKENDSPATH).
+ * Returns REDISMODULE_ERR with a reason in err that names the file. */
+int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RAI_Error *err);
+/* The loaded backend of this kind, loading its default file from
+ * BACKENDSPATH first if needed; NULL (after a log line) if that fails. */
+const RAI_BackendDescriptor *Backend_Get(RedisModuleCtx *ctx, RAI_BackendKind kind);
+/* The loaded backend, or NULL; never loads. */
+const RAI_LoadedBackend *Backend_Loaded(RAI_BackendKind kind);
+
+#endif

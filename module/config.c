@@ -1,0 +1,179 @@
+/*
+ * config.c - load-time arguments and the AI.CONFIG command.
+ * See config.h. Loading backends is delegated to backend_loader.c.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "backend_loader.h"
+
+RAI_Config rai_config;
+
+void Config_Init(const char *module_path) {
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", module_path ? module_path : ".");
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = '\0';
+    } else {
+        snprintf(dir, sizeof(dir), ".");
+    }
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/backends", dir);
+    rai_config = (RAI_Config){
+        .backends_path = RedisModule_Strdup(path),
+        .threads_per_queue = 1,
+        .intra_op_parallelism = 0,
+        .inter_op_parallelism = 0,
+        .model_chunk_size = RAI_DEFAULT_MODEL_CHUNK_SIZE,
+        .model_execution_timeout = 5000,
+        .backend_memory_limit = 0,
+    };
+}
+
+char *Config_ResolvePath(const char *path) {
+    if (path[0] == '/') return RedisModule_Strdup(path);
+    size_t n = strlen(rai_config.backends_path) + strlen(path) + 2;
+    char *full = RedisModule_Alloc(n);
+    snprintf(full, n, "%s/%s", rai_config.backends_path, path);
+    return full;
+}
+
+static void setBackendsPath(const char *path) {
+    RedisModule_Free(rai_config.backends_path);
+    rai_config.backends_path = RedisModule_Strdup(path);
+}
+
+/* Integer > 0 (or >= min). */
+static int parsePositive(RedisModuleString *s, long long min, long long *out) {
+    long long v;
+    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK || v < min) return 0;
+    *out = v;
+    return 1;
+}
+
+/* ---------------------------- load-time arguments ------------------------- */
+
+static int applyLoadArg(RedisModuleCtx *ctx, RedisModuleString *k, RedisModuleString *v) {
+    const char *key = RedisModule_StringPtrLen(k, NULL);
+    const char *val = RedisModule_StringPtrLen(v, NULL);
+    RAI_BackendKind kind;
+    if (Backend_ParseKind(key, &kind)) {
+        RAI_Error err;
+        Error_Init(&err);
+        int ok = Backend_Load(ctx, kind, val, &err) == REDISMODULE_OK;
+        if (!ok) {
+            RedisModule_Log(ctx, "warning", "%s", Error_Message(&err));
+        }
+        Error_Clear(&err);
+        return ok;
+    }
+    if (!strcasecmp(key, "THREADS_PER_QUEUE")) {
+        return parsePositive(v, 1, &rai_config.threads_per_queue);
+    }
+    if (!strcasecmp(key, "INTRA_OP_PARALLELISM")) {
+        return parsePositive(v, 1, &rai_config.intra_op_parallelism);
+    }
+    if (!strcasecmp(key, "INTER_OP_PARALLELISM")) {
+        return parsePositive(v, 1, &rai_config.inter_op_parallelism);
+    }
+    if (!strcasecmp(key, "MODEL_CHUNK_SIZE")) {
+        return parsePositive(v, 1, &rai_config.model_chunk_size);
+    }
+    if (!strcasecmp(key, "MODEL_EXECUTION_TIMEOUT")) {
+        return parsePositive(v, 1000, &rai_config.model_execution_timeout);
+    }
+    if (!strcasecmp(key, "BACKEND_MEMORY_LIMIT")) {
+        return parsePositive(v, 1, &rai_config.backend_memory_limit);
+    }
+    return 0;
+}
+
+int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc % 2 != 0) {
+        RedisModule_Log(ctx, "warning",
+                        "ERR module arguments must be key value pairs, got %d arguments", argc);
+        return REDISMODULE_ERR;
+    }
+    /* BACKENDSPATH first, so relative backend paths resolve against it
+     * whatever the order of the arguments. */
+    for (int i = 0; i < argc; i += 2) {
+        const char *key = RedisModule_StringPtrLen(argv[i], NULL);
+        if (!strcasecmp(key, "BACKENDSPATH")) {
+            setBackendsPath(RedisModule_StringPtrLen(argv[i + 1], NULL));
+        }
+    }
+    for (int i = 0; i < argc; i += 2) {
+        const char *key = RedisModule_StringPtrLen(argv[i], NULL);
+        if (!strcasecmp(key, "BACKENDSPATH")) continue;
+        if (!applyLoadArg(ctx, argv[i], argv[i + 1])) {
+            RedisModule_Log(ctx, "warning", "ERR error processing argument: %s %s", key,
+                            RedisModule_StringPtrLen(argv[i + 1], NULL));
+            return REDISMODULE_ERR;
+        }
+    }
+    return REDISMODULE_OK;
+}
+
+/* ------------------------------- AI.CONFIG -------------------------------- */
+
+static int configGet(RedisModuleCtx *ctx, RedisModuleString *name) {
+    const char *n = RedisModule_StringPtrLen(name, NULL);
+    if (!strcasecmp(n, "BACKENDSPATH")) {
+        return RedisModule_ReplyWithCString(ctx, rai_config.backends_path);
+    }
+    if (!strcasecmp(n, "MODEL_CHUNK_SIZE")) {
+        return RedisModule_ReplyWithLongLong(ctx, rai_config.model_chunk_size);
+    }
+    return RedisModule_ReplyWithNull(ctx);
+}
+
+/* AI.CONFIG LOADBACKEND <type> <path> | BACKENDSPATH <path> |
+ *           MODEL_CHUNK_SIZE <bytes> | GET <name> */
+int Config_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2) return RedisModule_WrongArity(ctx);
+    const char *sub = RedisModule_StringPtrLen(argv[1], NULL);
+
+    if (!strcasecmp(sub, "LOADBACKEND")) {
+        if (argc < 4) return RedisModule_WrongArity(ctx);
+        RAI_BackendKind kind;
+        if (!Backend_ParseKind(RedisModule_StringPtrLen(argv[2], NULL), &kind)) {
+            return RedisModule_ReplyWithError(ctx, "ERR unsupported backend");
+        }
+        RAI_Error err;
+        Error_Init(&err);
+        if (Backend_Load(ctx, kind, RedisModule_StringPtrLen(argv[3], NULL), &err) !=
+            REDISMODULE_OK) {
+            RedisModule_Log(ctx, "warning", "%s", Error_Message(&err));
+            char *reply = NULL;
+            size_t n = strlen(Error_Message(&err)) + 64;
+            reply = RedisModule_Alloc(n);
+            snprintf(reply, n, "ERR error loading backend: %s", Error_Message(&err));
+            RedisModule_ReplyWithError(ctx, reply);
+            RedisModule_Free(reply);
+            Error_Clear(&err);
+            return REDISMODULE_OK;
+        }
+        return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    }
+    if (!strcasecmp(sub, "BACKENDSPATH")) {
+        if (argc < 3) return RedisModule_ReplyWithError(ctx, "ERR BACKENDSPATH: missing path argument");
+        setBackendsPath(RedisModule_StringPtrLen(argv[2], NULL));
+        return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    }
+    if (!strcasecmp(sub, "MODEL_CHUNK_SIZE")) {
+        if (argc < 3) return RedisModule_ReplyWithError(ctx, "ERR MODEL_CHUNK_SIZE: missing chunk size");
+        if (!parsePositive(argv[2], 1, &rai_config.model_chunk_size)) {
+            return RedisModule_ReplyWithError(ctx, "ERR MODEL_CHUNK_SIZE: invalid chunk size");
+        }
+        return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    }
+    if (!strcasecmp(sub, "GET")) {
+        if (argc < 3) return RedisModule_WrongArity(ctx);
+        return configGet(ctx, argv[2]);
+    }
+    return RedisModule_ReplyWithError(ctx, "ERR unsupported subcommand");
+}

@@ -1,0 +1,36 @@
+/*
+ * config.h - the module's settings: load-time arguments (spec 12.1) and
+ * AI.CONFIG (spec 12). Values are read on any thread but written only on the
+ * main thread, before workers that read them exist, or (BACKENDSPATH,
+ * MODEL_CHUNK_SIZE) only by the main thread that also reads them.
+ */
+#ifndef REDISAI_CONFIG_H
+#define REDISAI_CONFIG_H
+
+#include "redismodule.h"
+
+typedef struct RAI_Config {
+    char *backends_path;
+    long long threads_per_queue;
+    long long intra_op_parallelism;
+    long long inter_op_parallelism;
+    long long model_chunk_size;
+    long long model_execution_timeout;
+    long long backend_memory_limit;
+} RAI_Config;
+
+extern RAI_Config rai_config;
+
+#define RAI_DEFAULT_MODEL_CHUNK_SIZE 536346624LL /* 511 MiB, as RedisAI 1.2 */
+
+/* Sets defaults; module_path is the file redisai.so was loaded from. */
+void Config_Init(const char *module_path);
+/* Applies `K V ...` module arguments. Returns REDISMODULE_ERR (after
+ * logging the reason) when the module load must fail. */
+int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+/* BACKENDSPATH + "/" + path unless path is absolute; caller frees. */
+char *Config_ResolvePath(const char *path);
+
+int Config_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+
+#endif

@@ -1,0 +1,85 @@
+/*
+ * dag.h - the execution engine. Every execution command is a DAG: a list of
+ * operations over numbered tensor slots, built and validated on the main
+ * thread, run by run-queue workers, and answered from the main thread, which
+ * also stores and replicates results. MODELEXECUTE is a one-operation DAG.
+ *
+ * Slots: each name a DAG reads or writes maps to slot numbers at parse time;
+ * a write creates a new slot, so later readers see the latest version.
+ */
+#ifndef REDISAI_DAG_H
+#define REDISAI_DAG_H
+
+#include <stddef.h>
+
+#include "error.h"
+#include "model.h"
+#include "redismodule.h"
+#include "run_queue.h"
+#include "tensor.h"
+
+typedef enum RAI_DagOpKind {
+    DAG_OP_TENSORSET, /* slot prefilled at parse time; nothing to run */
+    DAG_OP_TENSORGET,
+    DAG_OP_MODEL,
+} RAI_DagOpKind;
+
+typedef enum RAI_DagOpState {
+    DAG_OP_PENDING,
+    DAG_OP_DONE,
+    DAG_OP_FAILED,
+} RAI_DagOpState;
+
+typedef struct RAI_DagOp {
+    RAI_DagOpKind kind;
+    RAI_DagOpState state;
+    RAI_Model *model; /* DAG_OP_MODEL: a reference */
+    RAI_RunQueue *queue;
+    size_t ninputs;
+    size_t *inputs; /* slot numbers */
+    size_t noutputs;
+    size_t *outputs;
+    int fmt; /* DAG_OP_TENSORGET */
+    long long duration_us;
+    RAI_Error err;
+} RAI_DagOp;
+
+typedef struct RAI_DagPersist {
+    RedisModuleString *key;
+    size_t slot;
+} RAI_DagPersist;
+
+typedef struct RAI_Dag {
+    RAI_Tensor **slots;
+    size_t nslots;
+    RAI_DagOp *ops;
+    size_t nops;
+    size_t next_op; /* first op not yet run; touched by one worker at a time */
+    RAI_DagPersist *persist;
+    size_t npersist;
+    RedisModuleBlockedClient *bc;
+    long long timeout_ms; /* 0: none */
+    long long enqueued_ms;
+    int timed_out;
+    int single_op; /* reply like MODELEXECUTE: no array */
+} RAI_Dag;
+
+RAI_Dag *Dag_New(void);
+void Dag_Free(RAI_Dag *dag);
+/* A new slot holding t (a reference the DAG takes over; may be NULL). */
+size_t Dag_AddSlot(RAI_Dag *dag, RAI_Tensor *t);
+RAI_DagOp *Dag_AddOp(RAI_Dag *dag, RAI_DagOpKind kind);
+/* Records that `key` receives slot's final tensor when the DAG succeeds. */
+void Dag_AddPersist(RAI_Dag *dag, RedisModuleString *key, size_t slot);
+
+/* Blocks the client and queues the DAG; the client gets its reply when the
+ * DAG is done. Takes ownership of dag. Main thread. */
+int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag);
+/* Worker side: runs the DAG's next ops that belong to queue q. */
+void Dag_RunStep(RAI_Dag *dag, RAI_RunQueue *q);
+
+/* `ERR Cannot run RedisAI command within a transaction or a LUA script`
+ * when the context cannot block; 1 if it replied. */
+int Dag_RefuseIfCannotBlock(RedisModuleCtx *ctx);
+
+#endif

@@ -1,0 +1,62 @@
+/*
+ * error.c - RAI_Error, see error.h. Safe to use from worker threads:
+ * it only allocates through Redis's thread-safe allocator.
+ */
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "redismodule.h"
+
+void Error_Init(RAI_Error *err) {
+    err->msg = NULL;
+}
+
+void Error_Clear(RAI_Error *err) {
+    if (err->msg) RedisModule_Free(err->msg);
+    err->msg = NULL;
+}
+
+int Error_IsSet(const RAI_Error *err) {
+    return err->msg != NULL;
+}
+
+const char *Error_Message(const RAI_Error *err) {
+    return err->msg ? err->msg : "ERR unknown error";
+}
+
+void Error_Set(RAI_Error *err, const char *msg) {
+    if (err == NULL || err->msg) return;
+    err->msg = RedisModule_Strdup(msg ? msg : "ERR unknown error");
+    for (char *p = err->msg; *p; p++) {
+        if (*p == '\r' || *p == '\n') *p = ' ';
+    }
+}
+
+void Error_SetFmt(RAI_Error *err, const char *fmt, ...) {
+    if (err == NULL || err->msg) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        Error_Set(err, "ERR could not format error message");
+        return;
+    }
+    char *buf = RedisModule_Alloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(buf, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    Error_Set(err, buf);
+    RedisModule_Free(buf);
+}
+
+void Error_Move(RAI_Error *dst, RAI_Error *src) {
+    if (dst->msg == NULL) {
+        dst->msg = src->msg;
+        src->msg = NULL;
+    }
+    Error_Clear(src);
+}

@@ -1,0 +1,24 @@
+/*
+ * error.h - RAI_Error: the one error value that travels from a parser or a
+ * backend to the reply. The first error recorded wins; CR/LF become spaces
+ * so that every reply is one line (spec section 0).
+ */
+#ifndef REDISAI_ERROR_H
+#define REDISAI_ERROR_H
+
+#include "backend_abi.h"
+
+struct RAI_Error {
+    char *msg; /* NULL while no error is set; owned, RedisModule_Alloc'd */
+};
+
+void Error_Init(RAI_Error *err);
+void Error_Clear(RAI_Error *err);
+int Error_IsSet(const RAI_Error *err);
+const char *Error_Message(const RAI_Error *err);
+void Error_Set(RAI_Error *err, const char *msg);
+void Error_SetFmt(RAI_Error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Moves src's message into dst (if dst has none), leaving src clear. */
+void Error_Move(RAI_Error *dst, RAI_Error *src);
+
+#endif

@@ -1,0 +1,128 @@
+/*
+ * model.c - model construction and reference counting, see model.h.
+ */
+#include "model.h"
+
+#include <string.h>
+
+#include "backend_loader.h"
+#include "model_type.h"
+#include "run_queue.h"
+
+static char **copyNames(size_t n, const char *const *names) {
+    char **out = RedisModule_Alloc(sizeof(char *) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) out[i] = RedisModule_Strdup(names[i]);
+    return out;
+}
+
+static void freeNames(size_t n, char **names) {
+    if (names == NULL) return;
+    for (size_t i = 0; i < n; i++) RedisModule_Free(names[i]);
+    RedisModule_Free(names);
+}
+
+RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blob,
+                        size_t blob_len, RAI_Error *err) {
+    const RAI_BackendDescriptor *be = Backend_Get(ctx, p->backend);
+    if (be == NULL) {
+        RedisModule_Free(blob);
+        Error_Set(err, "ERR Could not load backend");
+        return NULL;
+    }
+    RAI_RunQueue *queue = RunQueue_Ensure(p->device_str, err);
+    if (queue == NULL) {
+        RedisModule_Free(blob);
+        return NULL;
+    }
+    RAI_ModelSpec spec = {
+        .size = sizeof(RAI_ModelSpec),
+        .device_str = p->device_str,
+        .device = p->device,
+        .device_id = p->device_id,
+        .blob = blob,
+        .blob_len = blob_len,
+        .ninputs = p->ninputs,
+        .inputs = p->inputs,
+        .noutputs = p->noutputs,
+        .outputs = p->outputs,
+    };
+    RAI_ModelNames names = {0};
+    void *handle = be->model_create(&spec, &names, err);
+    if (handle == NULL) {
+        Error_Set(err, "ERR backend could not create the model");
+        freeNames(names.ninputs, names.inputs);
+        freeNames(names.noutputs, names.outputs);
+        RedisModule_Free(blob);
+        return NULL;
+    }
+    RAI_Model *m = RedisModule_Calloc(1, sizeof(*m));
+    *m = (RAI_Model){
+        .refcount = 1,
+        .backend = p->backend,
+        .be = be,
+        .handle = handle,
+        .device_str = RedisModule_Strdup(p->device_str),
+        .device = p->device,
+        .device_id = p->device_id,
+        .tag = RedisModule_Alloc(p->tag_len + 1),
+        .tag_len = p->tag_len,
+        .batchsize = p->batchsize,
+        .minbatchsize = p->minbatchsize,
+        .minbatchtimeout = p->minbatchtimeout,
+        .blob = blob,
+        .blob_len = blob_len,
+        .queue = queue,
+    };
+    memcpy(m->tag, p->tag, p->tag_len);
+    m->tag[p->tag_len] = '\0';
+    if (names.inputs) {
+        m->ninputs = names.ninputs;
+        m->inputs = names.inputs;
+    } else {
+        m->ninputs = p->ninputs;
+        m->inputs = copyNames(p->ninputs, p->inputs);
+    }
+    if (names.outputs) {
+        m->noutputs = names.noutputs;
+        m->outputs = names.outputs;
+    } else {
+        m->noutputs = p->noutputs;
+        m->outputs = copyNames(p->noutputs, p->outputs);
+    }
+    return m;
+}
+
+RAI_Model *Model_Retain(RAI_Model *m) {
+    __atomic_add_fetch(&m->refcount, 1, __ATOMIC_RELAXED);
+    return m;
+}
+
+void Model_Release(RAI_Model *m) {
+    if (m == NULL) return;
+    if (__atomic_sub_fetch(&m->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
+    m->be->model_free(m->handle);
+    freeNames(m->ninputs, m->inputs);
+    freeNames(m->noutputs, m->outputs);
+    RedisModule_Free(m->device_str);
+    RedisModule_Free(m->tag);
+    RedisModule_Free(m->blob);
+    RedisModule_Free(m);
+}
+
+RAI_Model *Model_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
+    RAI_Model *m = NULL;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        Error_Set(err, "ERR model key is empty");
+    } else if (RedisModule_ModuleTypeGetType(key) != RAI_ModelType) {
+        Error_Set(err, "WRONGTYPE Operation against a key holding the wrong kind of value");
+    } else {
+        m = Model_Retain(RedisModule_ModuleTypeGetValue(key));
+    }
+    RedisModule_CloseKey(key);
+    return m;
+}
+
+size_t Model_ChunkCount(size_t blob_len, size_t chunk) {
+    return blob_len / chunk + 1;
+}

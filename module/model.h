@@ -1,0 +1,71 @@
+/*
+ * model.h - a stored model: the user's blob and settings, and the handle the
+ * backend built from them. Reference-counted: runs in flight keep the model
+ * alive after the key is deleted or overwritten.
+ */
+#ifndef REDISAI_MODEL_H
+#define REDISAI_MODEL_H
+
+#include <stddef.h>
+
+#include "backend_abi.h"
+#include "error.h"
+#include "redismodule.h"
+
+struct RAI_RunQueue;
+
+typedef struct RAI_Model {
+    long refcount; /* atomic */
+    RAI_BackendKind backend;
+    const RAI_BackendDescriptor *be;
+    void *handle;
+    char *device_str;
+    RAI_DeviceKind device;
+    int64_t device_id;
+    char *tag;
+    size_t tag_len;
+    long long batchsize;
+    long long minbatchsize;
+    long long minbatchtimeout;
+    size_t ninputs;
+    char **inputs;
+    size_t noutputs;
+    char **outputs;
+    char *blob;
+    size_t blob_len;
+    struct RAI_RunQueue *queue;
+} RAI_Model;
+
+/* Everything MODELSTORE/MODELSET and RDB load gather before building. */
+typedef struct RAI_ModelParams {
+    RAI_BackendKind backend;
+    const char *device_str;
+    RAI_DeviceKind device;
+    int64_t device_id;
+    const char *tag;
+    size_t tag_len;
+    long long batchsize;
+    long long minbatchsize;
+    long long minbatchtimeout;
+    size_t ninputs;
+    const char *const *inputs;
+    size_t noutputs;
+    const char *const *outputs;
+} RAI_ModelParams;
+
+/* Builds a model through its backend (loading the backend lazily). Takes
+ * ownership of blob (RedisModule_Alloc'd) whatever the outcome. */
+RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blob,
+                        size_t blob_len, RAI_Error *err);
+RAI_Model *Model_Retain(RAI_Model *m);
+void Model_Release(RAI_Model *m);
+
+/* Reads the model at keyname (a new reference), or NULL after err:
+ * `ERR model key is empty` or WRONGTYPE. */
+RAI_Model *Model_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err);
+
+/* Blob chunking of spec 5 (also RDB and AOF): k = L/C + 1 chunks, the last
+ * L mod C bytes long, so an exact multiple ends with an empty chunk. */
+size_t Model_ChunkCount(size_t blob_len, size_t chunk);
+
+#endif

@@ -1,0 +1,388 @@
+/*
+ * model_commands.c - AI.MODELSTORE, AI.MODELSET (deprecated), AI.MODELGET and
+ * AI.MODELDEL (spec 4-6). The two store commands only differ in parsing:
+ * both end in storeModel(), which builds through the backend, checks the
+ * key and replicates verbatim.
+ */
+#include "model_commands.h"
+
+#include <math.h>
+#include <string.h>
+#include <strings.h>
+
+#include "backend_loader.h"
+#include "config.h"
+#include "device.h"
+#include "model.h"
+#include "model_type.h"
+
+#define WRONGTYPE_MSG "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+static int tokenIs(RedisModuleString *s, const char *word) {
+    return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
+}
+
+/* MODELSTORE/MODELSET's numeric options: integers >= 0, integral doubles
+ * such as 2.0 accepted (RedisAI's ArgsCursor). */
+static int parseOption(RedisModuleString *s, long long *out) {
+    long long v;
+    if (RedisModule_StringToLongLong(s, &v) == REDISMODULE_OK) {
+        if (v < 0) return 0;
+        *out = v;
+        return 1;
+    }
+    double d;
+    if (RedisModule_StringToDouble(s, &d) != REDISMODULE_OK) return 0;
+    if (d < 0 || d != floor(d) || d > 9.2e18) return 0;
+    *out = (long long)d;
+    return 1;
+}
+
+static int replyErr(RedisModuleCtx *ctx, const char *msg) {
+    return RedisModule_ReplyWithError(ctx, msg);
+}
+
+/* Concatenates the chunks argv[0..n-1] into one allocated blob. */
+static char *joinChunks(RedisModuleString **argv, int n, size_t *len) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        size_t l;
+        RedisModule_StringPtrLen(argv[i], &l);
+        total += l;
+    }
+    char *blob = RedisModule_Alloc(total ? total : 1);
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        size_t l;
+        const char *p = RedisModule_StringPtrLen(argv[i], &l);
+        memcpy(blob + off, p, l);
+        off += l;
+    }
+    *len = total;
+    return blob;
+}
+
+static const char **namesOf(RedisModuleString **argv, int n) {
+    const char **names = RedisModule_Alloc(sizeof(char *) * (n > 0 ? n : 1));
+    for (int i = 0; i < n; i++) names[i] = RedisModule_StringPtrLen(argv[i], NULL);
+    return names;
+}
+
+/* Builds, type-checks the key (after the build, as 1.2), stores, replicates
+ * verbatim and replies. Owns blob. */
+static int storeModel(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_ModelParams *p,
+                      char *blob, size_t blob_len) {
+    RAI_Error err;
+    Error_Init(&err);
+    RAI_Model *m = Model_Create(ctx, p, blob, blob_len, &err);
+    if (m == NULL) {
+        RedisModule_ReplyWithError(ctx, Error_Message(&err));
+        Error_Clear(&err);
+        return REDISMODULE_OK;
+    }
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE);
+    int type = RedisModule_KeyType(key);
+    if (type != REDISMODULE_KEYTYPE_EMPTY && RedisModule_ModuleTypeGetType(key) != RAI_ModelType) {
+        RedisModule_CloseKey(key);
+        Model_Release(m);
+        return replyErr(ctx, WRONGTYPE_MSG);
+    }
+    RedisModule_ModuleTypeSetValue(key, RAI_ModelType, m);
+    RedisModule_CloseKey(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* -------------------------------- MODELSTORE ------------------------------ */
+
+/* AI.MODELSTORE key backend device [TAG t] [BATCHSIZE n] [MINBATCHSIZE m]
+ *   [MINBATCHTIMEOUT ms] [INPUTS n name... OUTPUTS m name...] BLOB chunk... */
+int ModelStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 6) return RedisModule_WrongArity(ctx);
+    RAI_ModelParams p = {.tag = "", .tag_len = 0};
+    if (!Backend_ParseKind(RedisModule_StringPtrLen(argv[2], NULL), &p.backend)) {
+        return replyErr(ctx, "ERR unsupported backend");
+    }
+    p.device_str = RedisModule_StringPtrLen(argv[3], NULL);
+    if (!Device_ParseStrict(p.device_str, &p.device, &p.device_id)) {
+        return replyErr(ctx, "ERR Invalid DEVICE");
+    }
+    int pos = 4;
+    if (pos + 1 < argc && tokenIs(argv[pos], "TAG")) {
+        p.tag = RedisModule_StringPtrLen(argv[pos + 1], &p.tag_len);
+        pos += 2;
+    }
+    if (pos < argc && tokenIs(argv[pos], "BATCHSIZE")) {
+        if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.batchsize)) {
+            return replyErr(ctx, "ERR Invalid argument for BATCHSIZE");
+        }
+        pos += 2;
+    }
+    if (pos < argc && tokenIs(argv[pos], "MINBATCHSIZE")) {
+        if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.minbatchsize)) {
+            return replyErr(ctx, "ERR Invalid argument for MINBATCHSIZE");
+        }
+        if (p.minbatchsize > 0 && p.batchsize == 0) {
+            return replyErr(ctx, "ERR MINBATCHSIZE specified without BATCHSIZE");
+        }
+        pos += 2;
+    }
+    if (pos < argc && tokenIs(argv[pos], "MINBATCHTIMEOUT")) {
+        if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.minbatchtimeout)) {
+            return replyErr(ctx, "ERR Invalid argument for MINBATCHTIMEOUT");
+        }
+        if (p.minbatchtimeout > 0 && p.minbatchsize == 0) {
+            return replyErr(ctx, "ERR MINBATCHTIMEOUT specified without MINBATCHSIZE");
+        }
+        pos += 2;
+    }
+    if (pos >= argc) return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
+
+    RedisModuleString **in_argv = NULL, **out_argv = NULL;
+    long long nin = 0, nout = 0;
+    if (p.backend == RAI_BACKEND_TF) {
+        if (!tokenIs(argv[pos], "INPUTS")) return replyErr(ctx, "ERR INPUTS not specified for TF");
+        if (pos + 1 >= argc || RedisModule_StringToLongLong(argv[pos + 1], &nin) != REDISMODULE_OK ||
+            nin <= 0) {
+            return replyErr(ctx, "ERR Invalid argument for input_count");
+        }
+        if (nin > argc - pos - 2) {
+            return replyErr(ctx, "ERR number of model inputs does not match the number of given "
+                                 "arguments");
+        }
+        in_argv = argv + pos + 2;
+        pos += 2 + (int)nin;
+        if (pos >= argc || !tokenIs(argv[pos], "OUTPUTS")) {
+            return replyErr(ctx, "ERR OUTPUTS not specified for TF");
+        }
+        if (pos + 1 >= argc ||
+            RedisModule_StringToLongLong(argv[pos + 1], &nout) != REDISMODULE_OK || nout <= 0) {
+            return replyErr(ctx, "ERR Invalid argument for output_count");
+        }
+        if (nout > argc - pos - 2) {
+            return replyErr(ctx, "ERR number of model outputs does not match the number of given "
+                                 "arguments");
+        }
+        out_argv = argv + pos + 2;
+        pos += 2 + (int)nout;
+    } else if (tokenIs(argv[pos], "INPUTS")) {
+        return replyErr(ctx, "ERR INPUTS argument should not be specified for this backend");
+    }
+    if (pos >= argc || !tokenIs(argv[pos], "BLOB")) {
+        return replyErr(ctx, "ERR Invalid argument, expected BLOB");
+    }
+    if (pos + 1 >= argc) return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
+
+    const char **inputs = namesOf(in_argv, (int)nin);
+    const char **outputs = namesOf(out_argv, (int)nout);
+    p.ninputs = (size_t)nin;
+    p.inputs = inputs;
+    p.noutputs = (size_t)nout;
+    p.outputs = outputs;
+    size_t blob_len;
+    char *blob = joinChunks(argv + pos + 1, argc - pos - 1, &blob_len);
+    int rc = storeModel(ctx, argv[1], &p, blob, blob_len);
+    RedisModule_Free(inputs);
+    RedisModule_Free(outputs);
+    return rc;
+}
+
+/* --------------------------------- MODELSET ------------------------------- */
+
+static int isModelSetKeyword(RedisModuleString *s) {
+    static const char *words[] = {"INPUTS", "OUTPUTS", "TAG", "BATCHSIZE", "MINBATCHSIZE",
+                                  "MINBATCHTIMEOUT", "BLOB"};
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        if (tokenIs(s, words[i])) return 1;
+    }
+    return 0;
+}
+
+static int findToken(RedisModuleString **argv, int from, int argc, const char *word) {
+    for (int i = from; i < argc; i++) {
+        if (tokenIs(argv[i], word)) return i;
+    }
+    return -1;
+}
+
+/* AI.MODELSET key backend device [TAG t] [BATCHSIZE n [MINBATCHSIZE m
+ *   [MINBATCHTIMEOUT ms]]] [INPUTS name... OUTPUTS name...] [BLOB] chunk...
+ * Beyond 1.2, BLOB may be left out (the seed form): the last argument is
+ * then the blob. */
+int ModelSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    RAI_ModelParams p = {.tag = "", .tag_len = 0};
+    if (!Backend_ParseKind(RedisModule_StringPtrLen(argv[2], NULL), &p.backend)) {
+        return replyErr(ctx, "ERR unsupported backend");
+    }
+    size_t dlen;
+    p.device_str = RedisModule_StringPtrLen(argv[3], &dlen);
+    if (dlen > 10 || isModelSetKeyword(argv[3])) return replyErr(ctx, "ERR Invalid DEVICE");
+    int pos = 4;
+    if (pos + 1 < argc && tokenIs(argv[pos], "TAG")) {
+        p.tag = RedisModule_StringPtrLen(argv[pos + 1], &p.tag_len);
+        pos += 2;
+    }
+    if (pos < argc && tokenIs(argv[pos], "BATCHSIZE")) {
+        if (p.backend == RAI_BACKEND_TFLITE) {
+            return replyErr(ctx, "ERR Auto-batching not supported by the TFLITE backend");
+        }
+        if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.batchsize)) {
+            return replyErr(ctx, "ERR Invalid argument for BATCHSIZE");
+        }
+        pos += 2;
+    }
+    if (pos < argc && tokenIs(argv[pos], "MINBATCHSIZE")) {
+        if (p.batchsize == 0) return replyErr(ctx, "ERR MINBATCHSIZE specified without BATCHSIZE");
+        if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.minbatchsize)) {
+            return replyErr(ctx, "ERR Invalid argument for MINBATCHSIZE");
+        }
+        pos += 2;
+    }
+    if (pos < argc && tokenIs(argv[pos], "MINBATCHTIMEOUT")) {
+        if (p.batchsize == 0) {
+            return replyErr(ctx, "ERR MINBATCHTIMEOUT specified without BATCHSIZE");
+        }
+        if (p.minbatchsize == 0) {
+            return replyErr(ctx, "ERR MINBATCHTIMEOUT specified without MINBATCHSIZE");
+        }
+        if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.minbatchtimeout)) {
+            return replyErr(ctx, "ERR Invalid argument for MINBATCHTIMEOUT");
+        }
+        pos += 2;
+    }
+    if (pos >= argc) return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
+
+    int blob_at = findToken(argv, pos, argc, "BLOB");
+    int in_from = 0, nin = 0, out_from = 0, nout = 0;
+    int chunks_from;
+    if (p.backend == RAI_BACKEND_TF) {
+        if (blob_at == pos) {
+            return replyErr(ctx, "ERR Insufficient arguments, INPUTS and OUTPUTS not specified");
+        }
+        if (!tokenIs(argv[pos], "INPUTS")) return replyErr(ctx, "ERR INPUTS not specified");
+        int outputs_at = findToken(argv, pos + 1, blob_at < 0 ? argc : blob_at, "OUTPUTS");
+        if (outputs_at < 0) return replyErr(ctx, "ERR OUTPUTS not specified");
+        in_from = pos + 1;
+        nin = outputs_at - in_from;
+        out_from = outputs_at + 1;
+        /* Seed form: with no BLOB keyword the last argument is the blob. */
+        int outputs_end = blob_at < 0 ? argc - 1 : blob_at;
+        nout = outputs_end - out_from;
+        if (nout <= 0 && blob_at < 0) {
+            return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
+        }
+        chunks_from = blob_at < 0 ? argc - 1 : blob_at + 1;
+    } else {
+        /* 1.2 ignores whatever lies between the options and BLOB. */
+        chunks_from = blob_at < 0 ? argc - 1 : blob_at + 1;
+    }
+    if (chunks_from >= argc) return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
+    if (!Device_ParseLoose(p.device_str, &p.device, &p.device_id)) {
+        return replyErr(ctx, p.backend == RAI_BACKEND_TFLITE ? "ERR Unsupported device"
+                                                             : "ERR unsupported device");
+    }
+
+    const char **inputs = namesOf(argv + in_from, nin);
+    const char **outputs = namesOf(argv + out_from, nout);
+    p.ninputs = (size_t)nin;
+    p.inputs = inputs;
+    p.noutputs = (size_t)(nout > 0 ? nout : 0);
+    p.outputs = outputs;
+    size_t blob_len;
+    char *blob = joinChunks(argv + chunks_from, argc - chunks_from, &blob_len);
+    int rc = storeModel(ctx, argv[1], &p, blob, blob_len);
+    RedisModule_Free(inputs);
+    RedisModule_Free(outputs);
+    return rc;
+}
+
+/* --------------------------------- MODELGET ------------------------------- */
+
+static void replyBlob(RedisModuleCtx *ctx, const RAI_Model *m) {
+    size_t chunk = (size_t)rai_config.model_chunk_size;
+    size_t n = Model_ChunkCount(m->blob_len, chunk);
+    if (n == 1) {
+        RedisModule_ReplyWithStringBuffer(ctx, m->blob, m->blob_len);
+        return;
+    }
+    RedisModule_ReplyWithArray(ctx, (long)n);
+    for (size_t i = 0; i < n; i++) {
+        size_t off = i * chunk;
+        size_t len = i + 1 < n ? chunk : m->blob_len - off;
+        RedisModule_ReplyWithStringBuffer(ctx, m->blob + off, len);
+    }
+}
+
+static void replyNames(RedisModuleCtx *ctx, size_t n, char **names) {
+    RedisModule_ReplyWithArray(ctx, (long)n);
+    for (size_t i = 0; i < n; i++) RedisModule_ReplyWithCString(ctx, names[i]);
+}
+
+/* AI.MODELGET key [META] [BLOB] */
+int ModelGet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2 || argc > 4) return RedisModule_WrongArity(ctx);
+    RAI_Error err;
+    Error_Init(&err);
+    RAI_Model *m = Model_FromKey(ctx, argv[1], &err);
+    if (m == NULL) {
+        RedisModule_ReplyWithError(ctx, Error_Message(&err));
+        Error_Clear(&err);
+        return REDISMODULE_OK;
+    }
+    int meta = 0, blob = 0;
+    for (int i = 2; i < argc; i++) {
+        if (tokenIs(argv[i], "META")) meta = 1;
+        if (tokenIs(argv[i], "BLOB")) blob = 1;
+    }
+    if (blob && !meta) {
+        replyBlob(ctx, m);
+        Model_Release(m);
+        return REDISMODULE_OK;
+    }
+    int with_blob = !(meta && !blob);
+    RedisModule_ReplyWithArray(ctx, with_blob ? 18 : 16);
+    RedisModule_ReplyWithCString(ctx, "backend");
+    RedisModule_ReplyWithCString(ctx, Backend_KindName(m->backend));
+    RedisModule_ReplyWithCString(ctx, "device");
+    RedisModule_ReplyWithCString(ctx, m->device_str);
+    RedisModule_ReplyWithCString(ctx, "tag");
+    RedisModule_ReplyWithStringBuffer(ctx, m->tag, m->tag_len);
+    RedisModule_ReplyWithCString(ctx, "batchsize");
+    RedisModule_ReplyWithLongLong(ctx, m->batchsize);
+    RedisModule_ReplyWithCString(ctx, "minbatchsize");
+    RedisModule_ReplyWithLongLong(ctx, m->minbatchsize);
+    RedisModule_ReplyWithCString(ctx, "inputs");
+    replyNames(ctx, m->ninputs, m->inputs);
+    RedisModule_ReplyWithCString(ctx, "outputs");
+    replyNames(ctx, m->noutputs, m->outputs);
+    RedisModule_ReplyWithCString(ctx, "minbatchtimeout");
+    RedisModule_ReplyWithLongLong(ctx, m->minbatchtimeout);
+    if (with_blob) {
+        RedisModule_ReplyWithCString(ctx, "blob");
+        replyBlob(ctx, m);
+    }
+    Model_Release(m);
+    return REDISMODULE_OK;
+}
+
+/* --------------------------------- MODELDEL ------------------------------- */
+
+/* AI.MODELDEL key */
+int ModelDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc != 2) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    int type = RedisModule_KeyType(key);
+    if (type == REDISMODULE_KEYTYPE_EMPTY) {
+        RedisModule_CloseKey(key);
+        return replyErr(ctx, "ERR model key is empty");
+    }
+    if (RedisModule_ModuleTypeGetType(key) != RAI_ModelType) {
+        RedisModule_CloseKey(key);
+        return replyErr(ctx, WRONGTYPE_MSG);
+    }
+    RedisModule_DeleteKey(key);
+    RedisModule_CloseKey(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}

@@ -1,0 +1,271 @@
+/*
+ * model_execute.c - AI.MODELEXECUTE and AI.MODELRUN (spec 7, 7.2).
+ *
+ * Both parse into the same shape (model, input keys, output keys, timeout),
+ * snapshot the model and the input tensors, and start a one-op DAG whose
+ * outputs are persisted to the output keys by the engine's reply callback.
+ * Both also answer Redis's key-position requests (getkeys-api), so that
+ * ACLs and cluster routing see every key.
+ */
+#include "model_execute.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "dag.h"
+#include "model.h"
+#include "model_type.h"
+#include "tensor_commands.h"
+#include "tensor_type.h"
+
+#define WRONGTYPE_MSG "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+typedef struct ExecuteArgs {
+    RAI_Model *model;
+    RedisModuleString **inputs;
+    long long ninputs;
+    RedisModuleString **outputs;
+    long long noutputs;
+    long long timeout;
+} ExecuteArgs;
+
+static int tokenIs(RedisModuleString *s, const char *word) {
+    return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
+}
+
+/* Output keys holding another type fail now, before a model runs for
+ * nothing; the reply callback checks again when it stores. */
+static int checkOutputKeys(RedisModuleCtx *ctx, const ExecuteArgs *a, RAI_Error *err) {
+    for (long long i = 0; i < a->noutputs; i++) {
+        RedisModuleKey *key = RedisModule_OpenKey(ctx, a->outputs[i], REDISMODULE_READ);
+        int bad = RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY &&
+                  RedisModule_ModuleTypeGetType(key) != RAI_TensorType;
+        RedisModule_CloseKey(key);
+        if (bad) {
+            Error_Set(err, WRONGTYPE_MSG);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Looks up the inputs, builds the one-op DAG and starts it. Consumes the
+ * model reference in a. */
+static int startExecution(RedisModuleCtx *ctx, ExecuteArgs *a) {
+    RAI_Error err;
+    Error_Init(&err);
+    RAI_Dag *dag = Dag_New();
+    dag->single_op = 1;
+    dag->timeout_ms = a->timeout;
+    RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_MODEL);
+    op->model = a->model;
+    op->queue = a->model->queue;
+    op->ninputs = (size_t)a->ninputs;
+    op->inputs = RedisModule_Alloc(sizeof(size_t) * (op->ninputs ? op->ninputs : 1));
+    op->noutputs = (size_t)a->noutputs;
+    op->outputs = RedisModule_Alloc(sizeof(size_t) * (op->noutputs ? op->noutputs : 1));
+    for (long long i = 0; i < a->ninputs; i++) {
+        RAI_Tensor *t = Tensor_FromKey(ctx, a->inputs[i], &err);
+        if (t == NULL) goto fail;
+        op->inputs[i] = Dag_AddSlot(dag, t);
+    }
+    if (!checkOutputKeys(ctx, a, &err)) goto fail;
+    for (long long i = 0; i < a->noutputs; i++) {
+        op->outputs[i] = Dag_AddSlot(dag, NULL);
+        Dag_AddPersist(dag, a->outputs[i], op->outputs[i]);
+    }
+    return Dag_Start(ctx, dag);
+
+fail:
+    RedisModule_ReplyWithError(ctx, Error_Message(&err));
+    Error_Clear(&err);
+    Dag_Free(dag);
+    return REDISMODULE_OK;
+}
+
+/* ------------------------------ MODELEXECUTE ------------------------------ */
+
+static void modelExecuteKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    RedisModule_KeyAtPos(ctx, 1);
+    long long n, m;
+    if (argc < 4 || RedisModule_StringToLongLong(argv[3], &n) != REDISMODULE_OK || n < 0) return;
+    for (long long i = 0; i < n && 4 + i < argc; i++) RedisModule_KeyAtPos(ctx, (int)(4 + i));
+    long long pos = 4 + n;
+    if (pos + 1 >= argc || RedisModule_StringToLongLong(argv[pos + 1], &m) != REDISMODULE_OK) {
+        return;
+    }
+    for (long long i = 0; i < m && pos + 2 + i < argc; i++) {
+        RedisModule_KeyAtPos(ctx, (int)(pos + 2 + i));
+    }
+}
+
+/* AI.MODELEXECUTE key INPUTS n in... OUTPUTS m out... [TIMEOUT ms] */
+int ModelExecute_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (RedisModule_IsKeysPositionRequest(ctx)) {
+        modelExecuteKeys(ctx, argv, argc);
+        return REDISMODULE_OK;
+    }
+    if (Dag_RefuseIfCannotBlock(ctx)) return REDISMODULE_OK;
+    if (argc < 8) {
+        return RedisModule_ReplyWithError(
+            ctx, "ERR wrong number of arguments for 'AI.MODELEXECUTE' command");
+    }
+    RAI_Error err;
+    Error_Init(&err);
+    ExecuteArgs a = {0};
+    const char *msg = NULL;
+    a.model = Model_FromKey(ctx, argv[1], &err);
+    if (a.model == NULL) {
+        RedisModule_ReplyWithError(ctx, Error_Message(&err));
+        Error_Clear(&err);
+        return REDISMODULE_OK;
+    }
+    if (!tokenIs(argv[2], "INPUTS")) {
+        msg = "ERR INPUTS not specified";
+        goto fail;
+    }
+    if (RedisModule_StringToLongLong(argv[3], &a.ninputs) != REDISMODULE_OK) {
+        msg = "ERR Invalid argument for input_count";
+        goto fail;
+    }
+    if (a.ninputs <= 0) {
+        msg = "ERR Input count must be a positive integer";
+        goto fail;
+    }
+    if ((size_t)a.ninputs != a.model->ninputs) {
+        msg = "Number of keys given as INPUTS here does not match model definition";
+        goto fail;
+    }
+    if (4 + a.ninputs > argc) {
+        msg = "ERR number of input keys to AI.MODELEXECUTE command does not match the number of "
+              "given arguments";
+        goto fail;
+    }
+    a.inputs = argv + 4;
+    int pos = 4 + (int)a.ninputs;
+    if (pos >= argc || !tokenIs(argv[pos], "OUTPUTS")) {
+        msg = "ERR OUTPUTS not specified";
+        goto fail;
+    }
+    if (pos + 1 >= argc ||
+        RedisModule_StringToLongLong(argv[pos + 1], &a.noutputs) != REDISMODULE_OK) {
+        msg = "ERR Invalid argument for output_count";
+        goto fail;
+    }
+    if (a.noutputs <= 0) {
+        msg = "ERR Output count must be a positive integer";
+        goto fail;
+    }
+    if ((size_t)a.noutputs != a.model->noutputs) {
+        msg = "Number of keys given as OUTPUTS here does not match model definition";
+        goto fail;
+    }
+    if (pos + 2 + a.noutputs > argc) {
+        msg = "ERR number of output keys to AI.MODELEXECUTE command does not match the number of "
+              "given arguments";
+        goto fail;
+    }
+    a.outputs = argv + pos + 2;
+    pos += 2 + (int)a.noutputs;
+    if (pos < argc) {
+        if (!tokenIs(argv[pos], "TIMEOUT")) {
+            Error_SetFmt(&err, "Invalid argument: %s", RedisModule_StringPtrLen(argv[pos], NULL));
+            goto fail;
+        }
+        if (pos + 1 >= argc) {
+            msg = "ERR No value provided for TIMEOUT";
+            goto fail;
+        }
+        if (RedisModule_StringToLongLong(argv[pos + 1], &a.timeout) != REDISMODULE_OK ||
+            a.timeout <= 0) {
+            msg = "ERR Invalid value for TIMEOUT";
+            goto fail;
+        }
+        if (pos + 2 < argc) {
+            Error_SetFmt(&err, "Invalid argument: %s",
+                         RedisModule_StringPtrLen(argv[pos + 2], NULL));
+            goto fail;
+        }
+    }
+    return startExecution(ctx, &a);
+
+fail:
+    RedisModule_ReplyWithError(ctx, msg ? msg : Error_Message(&err));
+    Error_Clear(&err);
+    Model_Release(a.model);
+    return REDISMODULE_OK;
+}
+
+/* -------------------------------- MODELRUN -------------------------------- */
+
+static void modelRunKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    RedisModule_KeyAtPos(ctx, 1);
+    int pos = 2;
+    if (pos + 1 < argc && tokenIs(argv[pos], "TIMEOUT")) pos += 2;
+    if (pos >= argc || !tokenIs(argv[pos], "INPUTS")) return;
+    for (int i = pos + 1; i < argc; i++) {
+        if (!tokenIs(argv[i], "OUTPUTS")) RedisModule_KeyAtPos(ctx, i);
+    }
+}
+
+/* AI.MODELRUN key [TIMEOUT ms] INPUTS in... OUTPUTS out... */
+int ModelRun_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (RedisModule_IsKeysPositionRequest(ctx)) {
+        modelRunKeys(ctx, argv, argc);
+        return REDISMODULE_OK;
+    }
+    if (Dag_RefuseIfCannotBlock(ctx)) return REDISMODULE_OK;
+    if (argc < 6) {
+        return RedisModule_ReplyWithError(ctx,
+                                          "ERR wrong number of arguments for 'AI.MODELRUN' command");
+    }
+    RAI_Error err;
+    Error_Init(&err);
+    ExecuteArgs a = {0};
+    const char *msg = NULL;
+    a.model = Model_FromKey(ctx, argv[1], &err);
+    if (a.model == NULL) {
+        RedisModule_ReplyWithError(ctx, Error_Message(&err));
+        Error_Clear(&err);
+        return REDISMODULE_OK;
+    }
+    int pos = 2;
+    if (tokenIs(argv[pos], "TIMEOUT")) {
+        if (RedisModule_StringToLongLong(argv[pos + 1], &a.timeout) != REDISMODULE_OK ||
+            a.timeout <= 0) {
+            msg = "ERR Invalid value for TIMEOUT";
+            goto fail;
+        }
+        pos += 2;
+    }
+    if (!tokenIs(argv[pos], "INPUTS")) {
+        msg = "ERR INPUTS not specified";
+        goto fail;
+    }
+    int outputs_at = argc;
+    for (int i = pos + 1; i < argc; i++) {
+        if (tokenIs(argv[i], "OUTPUTS")) {
+            outputs_at = i;
+            break;
+        }
+    }
+    a.inputs = argv + pos + 1;
+    a.ninputs = outputs_at - pos - 1;
+    a.outputs = argv + outputs_at + 1;
+    a.noutputs = outputs_at < argc ? argc - outputs_at - 1 : 0;
+    if ((size_t)a.ninputs != a.model->ninputs) {
+        msg = "Number of keys given as INPUTS here does not match model definition";
+        goto fail;
+    }
+    if ((size_t)a.noutputs != a.model->noutputs) {
+        msg = "Number of keys given as OUTPUTS here does not match model definition";
+        goto fail;
+    }
+    return startExecution(ctx, &a);
+
+fail:
+    RedisModule_ReplyWithError(ctx, msg ? msg : Error_Message(&err));
+    Error_Clear(&err);
+    Model_Release(a.model);
+    return REDISMODULE_OK;
+}

@@ -1,0 +1,96 @@
+/*
+ * redisai.c - module entry point: registers the data types and commands and
+ * applies the load-time configuration. The data path runs
+ * command parser -> key-space object -> run queue (dag.c) -> backend ->
+ * reply; each step lives in the file named after it.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+
+#include "config.h"
+#include "model_commands.h"
+#include "model_execute.h"
+#include "model_type.h"
+#include "redismodule.h"
+#include "run_queue.h"
+#include "tensor_commands.h"
+#include "tensor_type.h"
+
+#ifndef REDISAI_VERSION_NUM
+#define REDISAI_VERSION_NUM 10300
+#endif
+
+typedef struct CommandSpec {
+    const char *name;
+    RedisModuleCmdFunc fn;
+    const char *flags;
+    int first, last, step;
+} CommandSpec;
+
+static const CommandSpec commands[] = {
+    {"ai.tensorset", TensorSet_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"ai.tensorget", TensorGet_RedisCommand, "readonly", 1, 1, 1},
+    {"ai.modelstore", ModelStore_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"ai.modelset", ModelSet_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"ai.modelget", ModelGet_RedisCommand, "readonly", 1, 1, 1},
+    {"ai.modeldel", ModelDel_RedisCommand, "write", 1, 1, 1},
+    {"ai.modelexecute", ModelExecute_RedisCommand, "write deny-oom getkeys-api", 1, 1, 1},
+    {"ai.modelrun", ModelRun_RedisCommand, "write deny-oom getkeys-api", 1, 1, 1},
+    {"ai.config", Config_RedisCommand, "write", 0, 0, 0},
+};
+
+/* The file this module was loaded from: BACKENDSPATH defaults to the
+ * backends/ folder beside it. */
+static const char *modulePath(void) {
+    Dl_info info;
+    if (dladdr((void *)modulePath, &info) && info.dli_fname) return info.dli_fname;
+    return NULL;
+}
+
+__attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
+                                                          RedisModuleString **argv, int argc) {
+    if (RedisModule_Init(ctx, "ai", REDISAI_VERSION_NUM, REDISMODULE_APIVER_1) ==
+        REDISMODULE_ERR) {
+        return REDISMODULE_ERR;
+    }
+    int server = RedisModule_GetServerVersion ? RedisModule_GetServerVersion() : 0;
+    if (server < 0x00060000) {
+        RedisModule_Log(ctx, "warning", "RedisAI needs Redis 6.0.0 or newer");
+        return REDISMODULE_ERR;
+    }
+    RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS);
+
+    if (TensorType_Register(ctx) != REDISMODULE_OK ||
+        ModelType_Register(ctx) != REDISMODULE_OK) {
+        RedisModule_Log(ctx, "warning", "could not register the RedisAI data types");
+        return REDISMODULE_ERR;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        const CommandSpec *c = &commands[i];
+        if (RedisModule_CreateCommand(ctx, c->name, c->fn, c->flags, c->first, c->last,
+                                      c->step) == REDISMODULE_ERR) {
+            RedisModule_Log(ctx, "warning", "could not register command %s", c->name);
+            return REDISMODULE_ERR;
+        }
+    }
+
+    Config_Init(modulePath());
+    if (Config_ApplyLoadArgs(ctx, argv, argc) != REDISMODULE_OK) return REDISMODULE_ERR;
+
+    RAI_Error err;
+    Error_Init(&err);
+    if (RunQueue_Ensure("CPU", &err) == NULL) {
+        RedisModule_Log(ctx, "warning", "%s", Error_Message(&err));
+        Error_Clear(&err);
+        return REDISMODULE_ERR;
+    }
+    RedisModule_Log(ctx, "notice", "RedisAI %s loaded, backends path %s",
+#ifdef REDISAI_VERSION_STRING
+                    REDISAI_VERSION_STRING,
+#else
+                    "1.3.0",
+#endif
+                    rai_config.backends_path);
+    return REDISMODULE_OK;
+}

@@ -1,0 +1,177 @@
+/*
+ * tensor.c - tensor construction, dtypes and reference counting; see
+ * tensor.h. Commands live in tensor_commands.c, type methods in
+ * tensor_type.c.
+ */
+#include "tensor.h"
+
+#include <string.h>
+#include <strings.h>
+
+/* ---------------------------------- dtypes -------------------------------- */
+
+static const struct {
+    const char *name;
+    RAI_DType dt;
+} dtypes[] = {
+    {"FLOAT", {RAI_DTYPE_FLOAT, 32}}, {"DOUBLE", {RAI_DTYPE_FLOAT, 64}},
+    {"INT8", {RAI_DTYPE_INT, 8}},     {"INT16", {RAI_DTYPE_INT, 16}},
+    {"INT32", {RAI_DTYPE_INT, 32}},   {"INT64", {RAI_DTYPE_INT, 64}},
+    {"UINT8", {RAI_DTYPE_UINT, 8}},   {"UINT16", {RAI_DTYPE_UINT, 16}},
+    {"BOOL", {RAI_DTYPE_BOOL, 8}},    {"STRING", {RAI_DTYPE_STRING, 8}},
+};
+
+/* Case-insensitive, but the digits of INTn/UINTn must match exactly,
+ * which strcasecmp gives for free. */
+int DType_Parse(const char *s, size_t len, RAI_DType *out) {
+    for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++) {
+        if (strlen(dtypes[i].name) == len && !strncasecmp(s, dtypes[i].name, len)) {
+            *out = dtypes[i].dt;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+const char *DType_Name(RAI_DType dt) {
+    for (size_t i = 0; i < sizeof(dtypes) / sizeof(dtypes[0]); i++) {
+        if (dtypes[i].dt.code == dt.code && dtypes[i].dt.bits == dt.bits) return dtypes[i].name;
+    }
+    return NULL;
+}
+
+int DType_IsString(RAI_DType dt) {
+    return dt.code == RAI_DTYPE_STRING;
+}
+
+size_t DType_ElemSize(RAI_DType dt) {
+    return DType_IsString(dt) ? 0 : dt.bits / 8;
+}
+
+size_t Tensor_ShapeLength(const int64_t *dims, int ndims) {
+    size_t n = 1;
+    for (int i = 0; i < ndims; i++) n *= (size_t)dims[i];
+    return n;
+}
+
+/* ------------------------------- construction ----------------------------- */
+
+static RAI_Tensor *newShell(RAI_DType dt, const int64_t *dims, int ndims) {
+    RAI_Tensor *t = RedisModule_Calloc(1, sizeof(*t));
+    t->refcount = 1;
+    t->dtype = dt;
+    t->ndims = ndims;
+    t->dims = RedisModule_Alloc(sizeof(int64_t) * (ndims > 0 ? ndims : 1));
+    if (ndims > 0) memcpy(t->dims, dims, sizeof(int64_t) * ndims);
+    t->len = Tensor_ShapeLength(dims, ndims);
+    return t;
+}
+
+RAI_Tensor *Tensor_New(RAI_DType dt, const int64_t *dims, int ndims, int zero) {
+    RAI_Tensor *t = newShell(dt, dims, ndims);
+    t->nbytes = t->len * DType_ElemSize(dt);
+    size_t alloc = t->nbytes ? t->nbytes : 1;
+    t->data = zero ? RedisModule_Calloc(1, alloc) : RedisModule_Alloc(alloc);
+    return t;
+}
+
+RAI_Tensor *Tensor_NewEmptyStrings(const int64_t *dims, int ndims) {
+    RAI_Tensor *t = newShell((RAI_DType){RAI_DTYPE_STRING, 8}, dims, ndims);
+    t->nbytes = t->len;
+    t->data = RedisModule_Calloc(1, t->nbytes ? t->nbytes : 1);
+    t->offsets = RedisModule_Alloc(sizeof(uint64_t) * (t->len ? t->len : 1));
+    for (size_t i = 0; i < t->len; i++) t->offsets[i] = i;
+    return t;
+}
+
+RAI_Tensor *Tensor_NewOwned(RAI_DType dt, const int64_t *dims, int ndims, char *data,
+                            size_t nbytes, uint64_t *offsets) {
+    RAI_Tensor *t = newShell(dt, dims, ndims);
+    t->data = data;
+    t->nbytes = nbytes;
+    t->offsets = offsets;
+    return t;
+}
+
+RAI_Tensor *Tensor_NewHeld(RAI_DType dt, const int64_t *dims, int ndims, RedisModuleString *s,
+                           uint64_t *offsets) {
+    RAI_Tensor *t = newShell(dt, dims, ndims);
+    RedisModule_RetainString(NULL, s);
+    t->held = s;
+    t->data = (char *)RedisModule_StringPtrLen(s, &t->nbytes);
+    t->offsets = offsets;
+    return t;
+}
+
+RAI_Tensor *Tensor_NewAdopted(RAI_DType dt, const int64_t *dims, int ndims, void *data,
+                              size_t nbytes, void (*deleter)(void *), void *deleter_ctx) {
+    RAI_Tensor *t = newShell(dt, dims, ndims);
+    t->data = data;
+    t->nbytes = nbytes;
+    t->deleter = deleter;
+    t->deleter_ctx = deleter_ctx;
+    return t;
+}
+
+RAI_Tensor *Tensor_NewStrings(const int64_t *dims, int ndims, const char *const *elems,
+                              const size_t *lens) {
+    RAI_Tensor *t = newShell((RAI_DType){RAI_DTYPE_STRING, 8}, dims, ndims);
+    size_t total = 0;
+    for (size_t i = 0; i < t->len; i++) total += lens[i] + 1;
+    t->nbytes = total;
+    t->data = RedisModule_Alloc(total ? total : 1);
+    t->offsets = RedisModule_Alloc(sizeof(uint64_t) * (t->len ? t->len : 1));
+    size_t off = 0;
+    for (size_t i = 0; i < t->len; i++) {
+        t->offsets[i] = off;
+        if (lens[i]) memcpy(t->data + off, elems[i], lens[i]);
+        off += lens[i];
+        t->data[off++] = '\0';
+    }
+    return t;
+}
+
+int Tensor_StringOffsets(const char *blob, size_t nbytes, size_t n, uint64_t **offsets) {
+    if (nbytes == 0 || blob[nbytes - 1] != '\0') return 0;
+    size_t count = 0;
+    for (size_t i = 0; i < nbytes; i++) count += blob[i] == '\0';
+    if (count != n) return 0;
+    uint64_t *off = RedisModule_Alloc(sizeof(uint64_t) * (n ? n : 1));
+    size_t k = 0, start = 0;
+    for (size_t i = 0; i < nbytes; i++) {
+        if (blob[i] == '\0') {
+            off[k++] = start;
+            start = i + 1;
+        }
+    }
+    *offsets = off;
+    return 1;
+}
+
+/* ----------------------------- reference counts --------------------------- */
+
+RAI_Tensor *Tensor_Retain(RAI_Tensor *t) {
+    __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED);
+    return t;
+}
+
+void Tensor_Release(RAI_Tensor *t) {
+    if (t == NULL) return;
+    if (__atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
+    if (t->held) {
+        RedisModule_FreeString(NULL, t->held);
+    } else if (t->deleter) {
+        t->deleter(t->deleter_ctx);
+    } else {
+        RedisModule_Free(t->data);
+    }
+    if (t->offsets) RedisModule_Free(t->offsets);
+    RedisModule_Free(t->dims);
+    RedisModule_Free(t);
+}
+
+const char *Tensor_StringAt(const RAI_Tensor *t, size_t i, size_t *len) {
+    const char *s = t->data + t->offsets[i];
+    if (len) *len = strlen(s);
+    return s;
+}

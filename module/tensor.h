@@ -1,0 +1,67 @@
+/*
+ * tensor.h - the tensor: a reference-counted, row-major block of elements of
+ * one dtype. Its data is owned in one of three ways: allocated by us, held
+ * from a RedisModuleString (TENSORSET BLOB stores the client's bytes without
+ * copying them), or adopted from a backend with a deleter (outputs stay in
+ * the framework's memory). STRING tensors keep NUL-terminated elements back
+ * to back, with the start offset of each.
+ */
+#ifndef REDISAI_TENSOR_H
+#define REDISAI_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend_abi.h"
+#include "redismodule.h"
+
+struct RAI_Tensor {
+    long refcount; /* atomic */
+    RAI_DType dtype;
+    int ndims;
+    int64_t *dims;
+    size_t len; /* elements */
+    char *data;
+    size_t nbytes;
+    uint64_t *offsets; /* STRING: start of element i in data */
+    RedisModuleString *held; /* data points into this string */
+    void (*deleter)(void *ctx); /* data was adopted */
+    void *deleter_ctx;
+};
+
+/* dtype tokens of spec section 1; returns 0 when unknown. */
+int DType_Parse(const char *s, size_t len, RAI_DType *out);
+/* The token of a dtype, or NULL when the tensor layer cannot name it. */
+const char *DType_Name(RAI_DType dt);
+size_t DType_ElemSize(RAI_DType dt); /* 0 for STRING */
+int DType_IsString(RAI_DType dt);
+
+/* Product of dims (1 for a 0-d tensor). */
+size_t Tensor_ShapeLength(const int64_t *dims, int ndims);
+
+/* Uninitialised data (or zero-filled when zero != 0). Not for STRING. */
+RAI_Tensor *Tensor_New(RAI_DType dt, const int64_t *dims, int ndims, int zero);
+/* A STRING tensor of n empty strings. */
+RAI_Tensor *Tensor_NewEmptyStrings(const int64_t *dims, int ndims);
+/* Takes ownership of data (RedisModule_Alloc'd) and offsets (may be NULL). */
+RAI_Tensor *Tensor_NewOwned(RAI_DType dt, const int64_t *dims, int ndims, char *data,
+                            size_t nbytes, uint64_t *offsets);
+/* Keeps a reference to s; data points at its bytes. offsets may be NULL. */
+RAI_Tensor *Tensor_NewHeld(RAI_DType dt, const int64_t *dims, int ndims, RedisModuleString *s,
+                           uint64_t *offsets);
+RAI_Tensor *Tensor_NewAdopted(RAI_DType dt, const int64_t *dims, int ndims, void *data,
+                              size_t nbytes, void (*deleter)(void *), void *deleter_ctx);
+RAI_Tensor *Tensor_NewStrings(const int64_t *dims, int ndims, const char *const *elems,
+                              const size_t *lens);
+
+RAI_Tensor *Tensor_Retain(RAI_Tensor *t);
+/* Must run on the main thread when the tensor may hold a RedisModuleString:
+ * the engine releases tensors from the main thread for that reason. */
+void Tensor_Release(RAI_Tensor *t);
+
+const char *Tensor_StringAt(const RAI_Tensor *t, size_t i, size_t *len);
+/* Fills offsets from a STRING blob; returns 0 unless the blob ends in NUL
+ * and holds exactly n elements. */
+int Tensor_StringOffsets(const char *blob, size_t nbytes, size_t n, uint64_t **offsets);
+
+#endif

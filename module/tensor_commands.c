@@ -1,0 +1,386 @@
+/*
+ * tensor_commands.c - AI.TENSORSET and AI.TENSORGET (spec sections 1-3).
+ * Error checks run in the spec's order, each with its exact text.
+ */
+#include "tensor_commands.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "tensor_type.h"
+
+#define WRONGTYPE_MSG "WRONGTYPE Operation against a key holding the wrong kind of value"
+/* Zero-filled tensors are the one form whose size the client does not
+ * send: cap them so that a typo in a shape cannot exhaust memory. */
+#define ZERO_FILL_MAX_BYTES (4ULL << 30)
+
+static int tokenIs(RedisModuleString *s, const char *word) {
+    return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
+}
+
+/* --------------------------------- parsing -------------------------------- */
+
+/* Range rules of spec section 1, including the signed QUIRK: the check
+ * casts to unsigned, so negatives are refused for every INTn. */
+static int parseValue(RAI_DType dt, RedisModuleString *s, char *dst) {
+    if (dt.code == RAI_DTYPE_FLOAT) {
+        double d;
+        if (RedisModule_StringToDouble(s, &d) != REDISMODULE_OK) return 0;
+        if (dt.bits == 32) {
+            float f = (float)d;
+            memcpy(dst, &f, sizeof(f));
+        } else {
+            memcpy(dst, &d, sizeof(d));
+        }
+        return 1;
+    }
+    long long v;
+    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK) return 0;
+    unsigned long long max;
+    switch (dt.code) {
+    case RAI_DTYPE_INT: max = (1ULL << (dt.bits - 1)) - 1; break;
+    case RAI_DTYPE_UINT: max = dt.bits == 64 ? ~0ULL : (1ULL << dt.bits) - 1; break;
+    case RAI_DTYPE_BOOL: max = 1; break;
+    default: return 0;
+    }
+    if ((unsigned long long)v > max) return 0;
+    switch (dt.bits) {
+    case 8: { int8_t x = (int8_t)v; memcpy(dst, &x, 1); break; }
+    case 16: { int16_t x = (int16_t)v; memcpy(dst, &x, 2); break; }
+    case 32: { int32_t x = (int32_t)v; memcpy(dst, &x, 4); break; }
+    default: memcpy(dst, &v, 8); break;
+    }
+    return 1;
+}
+
+static RAI_Tensor *parseStringValues(const int64_t *dims, int ndims, RedisModuleString **vals,
+                                     size_t n, RAI_Error *err) {
+    const char **elems = RedisModule_Alloc(sizeof(char *) * (n ? n : 1));
+    size_t *lens = RedisModule_Alloc(sizeof(size_t) * (n ? n : 1));
+    RAI_Tensor *t = NULL;
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *s = RedisModule_StringPtrLen(vals[i], &len);
+        if (len == 0) {
+            /* 1.2 read out of bounds here; refuse instead. */
+            Error_Set(err, "ERR invalid value");
+            goto done;
+        }
+        const char *nul = memchr(s, '\0', len);
+        if (nul && nul != s + len - 1) {
+            Error_Set(err, "ERR C-string value contains null character");
+            goto done;
+        }
+        elems[i] = s;
+        lens[i] = nul ? len - 1 : len;
+    }
+    t = Tensor_NewStrings(dims, ndims, elems, lens);
+done:
+    RedisModule_Free(elems);
+    RedisModule_Free(lens);
+    return t;
+}
+
+static RAI_Tensor *parseBlob(RAI_DType dt, const int64_t *dims, int ndims, size_t n,
+                             RedisModuleString *blob, RAI_Error *err) {
+    size_t len;
+    const char *data = RedisModule_StringPtrLen(blob, &len);
+    if (DType_IsString(dt)) {
+        uint64_t *offsets;
+        if (!Tensor_StringOffsets(data, len, n, &offsets)) {
+            Error_Set(err, "ERR Number of string elements in data blob does not match tensor length");
+            return NULL;
+        }
+        return Tensor_NewHeld(dt, dims, ndims, blob, offsets);
+    }
+    if (len != n * DType_ElemSize(dt)) {
+        Error_Set(err, "ERR data length does not match tensor shape and type");
+        return NULL;
+    }
+    if (dt.code == RAI_DTYPE_BOOL) {
+        /* QUIRK (spec 1): 1.2's check skips the last byte. */
+        for (size_t i = 0; i + 1 < len; i++) {
+            if ((unsigned char)data[i] > 1) {
+                Error_Set(err, "ERR BOOL tensor elements must be 0 or 1");
+                return NULL;
+            }
+        }
+    }
+    return Tensor_NewHeld(dt, dims, ndims, blob, NULL);
+}
+
+RAI_Tensor *TensorSet_Parse(RedisModuleString **argv, int argc, RAI_Error *err) {
+    size_t tlen;
+    const char *tok = RedisModule_StringPtrLen(argv[0], &tlen);
+    RAI_DType dt;
+    if (!DType_Parse(tok, tlen, &dt)) {
+        Error_Set(err, "ERR invalid data type");
+        return NULL;
+    }
+    int64_t *dims = RedisModule_Alloc(sizeof(int64_t) * (argc > 0 ? argc : 1));
+    int ndims = 0;
+    int i = 1;
+    RAI_Tensor *t = NULL;
+    size_t n = 1;
+    for (; i < argc; i++) {
+        if (tokenIs(argv[i], "BLOB") || tokenIs(argv[i], "VALUES")) break;
+        long long d;
+        if (RedisModule_StringToLongLong(argv[i], &d) != REDISMODULE_OK || d <= 0 ||
+            __builtin_mul_overflow(n, (size_t)d, &n)) {
+            Error_Set(err, "ERR invalid or negative value found in tensor shape");
+            goto done;
+        }
+        dims[ndims++] = d;
+    }
+    size_t elem = DType_ElemSize(dt) ? DType_ElemSize(dt) : 1;
+    size_t nbytes;
+    if (i == argc) {
+        if (__builtin_mul_overflow(n, elem, &nbytes) || nbytes > ZERO_FILL_MAX_BYTES) {
+            Error_Set(err, "ERR tensor too large to create without data");
+            goto done;
+        }
+        t = DType_IsString(dt) ? Tensor_NewEmptyStrings(dims, ndims)
+                               : Tensor_New(dt, dims, ndims, 1);
+        goto done;
+    }
+    int rest = argc - i - 1;
+    if (tokenIs(argv[i], "BLOB")) {
+        if (rest != 1) {
+            Error_Set(err, "ERR a single binary string should come after the BLOB argument in "
+                           "'AI.TENSORSET' command");
+            goto done;
+        }
+        t = parseBlob(dt, dims, ndims, n, argv[i + 1], err);
+        goto done;
+    }
+    if ((size_t)rest != n) {
+        Error_Set(err, "ERR wrong number of values was given in 'AI.TENSORSET' command");
+        goto done;
+    }
+    if (DType_IsString(dt)) {
+        t = parseStringValues(dims, ndims, argv + i + 1, n, err);
+        goto done;
+    }
+    t = Tensor_New(dt, dims, ndims, 0);
+    for (size_t k = 0; k < n; k++) {
+        if (!parseValue(dt, argv[i + 1 + k], t->data + k * elem)) {
+            Error_Set(err, "ERR invalid value");
+            Tensor_Release(t);
+            t = NULL;
+            goto done;
+        }
+    }
+done:
+    RedisModule_Free(dims);
+    return t;
+}
+
+int TensorGet_ParseFormat(RedisModuleString **argv, int argc, RAI_Error *err) {
+    int fmt = 0;
+    for (int i = 0; i < argc; i++) {
+        if (tokenIs(argv[i], "META")) {
+            fmt |= TENSORGET_META;
+        } else if (tokenIs(argv[i], "BLOB")) {
+            fmt |= TENSORGET_BLOB;
+        } else if (tokenIs(argv[i], "VALUES")) {
+            fmt |= TENSORGET_VALUES;
+        } else {
+            Error_Set(err, "ERR unsupported data format");
+            return -1;
+        }
+    }
+    if ((fmt & TENSORGET_BLOB) && (fmt & TENSORGET_VALUES)) {
+        Error_Set(err, "ERR both BLOB and VALUES specified");
+        return -1;
+    }
+    return fmt ? fmt : (TENSORGET_META | TENSORGET_BLOB);
+}
+
+/* --------------------------------- replies -------------------------------- */
+
+static int replyValues(RedisModuleCtx *ctx, RAI_Tensor *t) {
+    RAI_DType dt = t->dtype;
+    if (DType_Name(dt) == NULL) {
+        return RedisModule_ReplyWithError(ctx, "ERR cannot get values for this data type");
+    }
+    RedisModule_ReplyWithArray(ctx, (long)t->len);
+    for (size_t i = 0; i < t->len; i++) {
+        const char *p = t->data + i * DType_ElemSize(dt);
+        switch (dt.code) {
+        case RAI_DTYPE_FLOAT:
+            if (dt.bits == 32) {
+                float f;
+                memcpy(&f, p, sizeof(f));
+                RedisModule_ReplyWithDouble(ctx, f);
+            } else {
+                double d;
+                memcpy(&d, p, sizeof(d));
+                RedisModule_ReplyWithDouble(ctx, d);
+            }
+            break;
+        case RAI_DTYPE_INT: {
+            long long v;
+            switch (dt.bits) {
+            case 8: v = *(const int8_t *)p; break;
+            case 16: { int16_t x; memcpy(&x, p, 2); v = x; break; }
+            case 32: { int32_t x; memcpy(&x, p, 4); v = x; break; }
+            default: memcpy(&v, p, 8); break;
+            }
+            RedisModule_ReplyWithLongLong(ctx, v);
+            break;
+        }
+        case RAI_DTYPE_UINT: {
+            long long v;
+            if (dt.bits == 8) {
+                v = *(const uint8_t *)p;
+            } else {
+                uint16_t x;
+                memcpy(&x, p, 2);
+                v = x;
+            }
+            RedisModule_ReplyWithLongLong(ctx, v);
+            break;
+        }
+        case RAI_DTYPE_BOOL:
+            RedisModule_ReplyWithLongLong(ctx, *(const uint8_t *)p ? 1 : 0);
+            break;
+        case RAI_DTYPE_STRING: {
+            size_t len;
+            const char *s = Tensor_StringAt(t, i, &len);
+            RedisModule_ReplyWithStringBuffer(ctx, s, len);
+            break;
+        }
+        }
+    }
+    return REDISMODULE_OK;
+}
+
+int TensorGet_Reply(RedisModuleCtx *ctx, RAI_Tensor *t, int fmt) {
+    if (!(fmt & TENSORGET_META)) {
+        if (fmt & TENSORGET_VALUES) return replyValues(ctx, t);
+        /* Straight from the tensor's memory: no intermediate string. */
+        return RedisModule_ReplyWithStringBuffer(ctx, t->data, t->nbytes);
+    }
+    const char *name = DType_Name(t->dtype);
+    if (name == NULL) return RedisModule_ReplyWithError(ctx, "ERR unsupported dtype");
+    int extra = (fmt & (TENSORGET_BLOB | TENSORGET_VALUES)) ? 2 : 0;
+    RedisModule_ReplyWithArray(ctx, 4 + extra);
+    RedisModule_ReplyWithCString(ctx, "dtype");
+    RedisModule_ReplyWithCString(ctx, name);
+    RedisModule_ReplyWithCString(ctx, "shape");
+    RedisModule_ReplyWithArray(ctx, t->ndims);
+    for (int i = 0; i < t->ndims; i++) RedisModule_ReplyWithLongLong(ctx, t->dims[i]);
+    if (fmt & TENSORGET_BLOB) {
+        RedisModule_ReplyWithCString(ctx, "blob");
+        RedisModule_ReplyWithStringBuffer(ctx, t->data, t->nbytes);
+    } else if (fmt & TENSORGET_VALUES) {
+        RedisModule_ReplyWithCString(ctx, "values");
+        replyValues(ctx, t);
+    }
+    return REDISMODULE_OK;
+}
+
+/* ----------------------------- keyspace access ---------------------------- */
+
+RAI_Tensor *Tensor_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
+    RAI_Tensor *t = NULL;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        Error_Set(err, "ERR tensor key is empty or in a different shard");
+    } else if (RedisModule_ModuleTypeGetType(key) != RAI_TensorType) {
+        Error_Set(err, WRONGTYPE_MSG);
+    } else {
+        t = Tensor_Retain(RedisModule_ModuleTypeGetValue(key));
+    }
+    RedisModule_CloseKey(key);
+    return t;
+}
+
+RedisModuleString **Tensor_SetArgs(RedisModuleCtx *ctx, RedisModuleString *keyname,
+                                   RAI_Tensor *t, int *argc) {
+    const char *name = DType_Name(t->dtype);
+    if (name == NULL) return NULL;
+    int n = 2 + t->ndims;
+    RedisModuleString **args = RedisModule_Alloc(sizeof(*args) * n);
+    int k = 0;
+    args[k++] = RedisModule_CreateStringFromString(ctx, keyname);
+    args[k++] = RedisModule_CreateString(ctx, name, strlen(name));
+    for (int i = 0; i < t->ndims; i++) {
+        args[k++] = RedisModule_CreateStringFromLongLong(ctx, t->dims[i]);
+    }
+    *argc = k;
+    return args;
+}
+
+void Tensor_FreeSetArgs(RedisModuleCtx *ctx, RedisModuleString **args, int argc) {
+    for (int i = 0; i < argc; i++) RedisModule_FreeString(ctx, args[i]);
+    RedisModule_Free(args);
+}
+
+int Tensor_StoreAndReplicate(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Tensor *t,
+                             RAI_Error *err) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE);
+    int type = RedisModule_KeyType(key);
+    if (type != REDISMODULE_KEYTYPE_EMPTY && RedisModule_ModuleTypeGetType(key) != RAI_TensorType) {
+        RedisModule_CloseKey(key);
+        Error_Set(err, WRONGTYPE_MSG);
+        return REDISMODULE_ERR;
+    }
+    RedisModule_ModuleTypeSetValue(key, RAI_TensorType, Tensor_Retain(t));
+    RedisModule_CloseKey(key);
+    int argc;
+    RedisModuleString **args = Tensor_SetArgs(ctx, keyname, t, &argc);
+    if (args == NULL) {
+        RedisModule_Log(ctx, "warning",
+                        "tensor of a dtype with no name stored but not replicated: %s",
+                        RedisModule_StringPtrLen(keyname, NULL));
+        return REDISMODULE_OK;
+    }
+    RedisModule_Replicate(ctx, "AI.TENSORSET", "vcb", args, (size_t)argc, "BLOB", t->data,
+                          t->nbytes);
+    Tensor_FreeSetArgs(ctx, args, argc);
+    return REDISMODULE_OK;
+}
+
+/* --------------------------------- commands ------------------------------- */
+
+/* AI.TENSORSET key type [dim ...] [BLOB data | VALUES v ...] */
+int TensorSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 4) return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    int type = RedisModule_KeyType(key);
+    if (type != REDISMODULE_KEYTYPE_EMPTY && RedisModule_ModuleTypeGetType(key) != RAI_TensorType) {
+        RedisModule_CloseKey(key);
+        return RedisModule_ReplyWithError(ctx, WRONGTYPE_MSG);
+    }
+    RAI_Error err;
+    Error_Init(&err);
+    RAI_Tensor *t = TensorSet_Parse(argv + 2, argc - 2, &err);
+    if (t == NULL) {
+        RedisModule_CloseKey(key);
+        RedisModule_ReplyWithError(ctx, Error_Message(&err));
+        Error_Clear(&err);
+        return REDISMODULE_OK;
+    }
+    RedisModule_ModuleTypeSetValue(key, RAI_TensorType, t);
+    RedisModule_CloseKey(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* AI.TENSORGET key [META] [BLOB | VALUES] */
+int TensorGet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2 || argc > 4) return RedisModule_WrongArity(ctx);
+    RAI_Error err;
+    Error_Init(&err);
+    RAI_Tensor *t = Tensor_FromKey(ctx, argv[1], &err);
+    int fmt = t ? TensorGet_ParseFormat(argv + 2, argc - 2, &err) : -1;
+    if (fmt < 0) {
+        RedisModule_ReplyWithError(ctx, Error_Message(&err));
+    } else {
+        TensorGet_Reply(ctx, t, fmt);
+    }
+    Error_Clear(&err);
+    Tensor_Release(t);
+    return REDISMODULE_OK;
+}

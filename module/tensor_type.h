@@ -1,0 +1,15 @@
+/*
+ * tensor_type.h - the AI_TENSOR Redis data type (encoding version 4).
+ */
+#ifndef REDISAI_TENSOR_TYPE_H
+#define REDISAI_TENSOR_TYPE_H
+
+#include "redismodule.h"
+
+#define RAI_ENC_VER 4
+
+extern RedisModuleType *RAI_TensorType;
+
+int TensorType_Register(RedisModuleCtx *ctx);
+
+#endif

@@ -1,0 +1,209 @@
+"""Shared fixtures: a real redis-server with the built module, on a free port."""
+from __future__ import annotations
+
+import os
+import pathlib
+import socket
+import subprocess
+import tempfile
+import time
+from typing import Iterator, Sequence
+
+import pytest
+import redis
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def find_install_dir() -> pathlib.Path:
+    """The newest install/redisai-<version>/ tree, or REDISAI_INSTALL_DIR."""
+    env = os.environ.get("REDISAI_INSTALL_DIR")
+    if env:
+        return pathlib.Path(env)
+    trees = sorted((ROOT / "install").glob("redisai-*/redisai.so"))
+    if not trees:
+        pytest.exit("no install/redisai-*/redisai.so: run `python -m build_tools build` first", 2)
+    return trees[-1].parent
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """One redis-server process of our own, with its own port and work dir."""
+
+    def __init__(self, module: pathlib.Path | None, module_args: Sequence[str] = (),
+                 extra: Sequence[str] = (), env: dict[str, str] | None = None,
+                 exe: str = "redis-server", cwd: str | os.PathLike | None = None) -> None:
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="redisai-test-")
+        self.logfile = pathlib.Path(self.dir) / "redis.log"
+        cmd = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+               "--save", "", "--appendonly", "no", "--logfile", str(self.logfile),
+               "--enable-debug-command", "yes", "--enable-module-command", "yes"]
+        cmd += list(extra)
+        if module is not None:
+            cmd += ["--loadmodule", str(module), *module_args]
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                if self.client().ping():
+                    return
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.05)
+            except redis.exceptions.BusyLoadingError:
+                time.sleep(0.05)
+        raise RuntimeError(f"redis-server did not answer in {timeout}s:\n{self.log()}")
+
+    def client(self, **kw) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, **kw)
+
+    def log(self) -> str:
+        try:
+            return self.logfile.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def install_dir() -> pathlib.Path:
+    return find_install_dir()
+
+
+@pytest.fixture(scope="session")
+def module_path(install_dir: pathlib.Path) -> pathlib.Path:
+    return install_dir / "redisai.so"
+
+
+@pytest.fixture(scope="session")
+def tf_backend_path(install_dir: pathlib.Path) -> pathlib.Path:
+    return install_dir / "backends" / "redisai_tensorflow" / "redisai_tensorflow.so"
+
+
+@pytest.fixture(scope="module")
+def server(module_path: pathlib.Path) -> Iterator[RedisServer]:
+    """A server with the module and no backend loaded (backends load lazily or by test)."""
+    srv = RedisServer(module_path)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def tf_server(module_path: pathlib.Path, tf_backend_path: pathlib.Path) -> Iterator[RedisServer]:
+    """A server with the module and the TensorFlow backend loaded at load time."""
+    srv = RedisServer(module_path, ["TF", str(tf_backend_path)])
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def r(server: RedisServer) -> Iterator[redis.Redis]:
+    c = server.client()
+    c.flushall()
+    yield c
+    assert server.alive(), server.log()
+
+
+# --------------------------------------------------------------------------------------
+# Added for the foundation suite: exact-reply client, fixture backends, failed starts.
+# --------------------------------------------------------------------------------------
+import dataclasses  # noqa: E402
+import shutil  # noqa: E402
+
+from resp import RawClient  # noqa: E402
+
+FIXTURE_SRC = ROOT / "tests" / "fixtures" / "backends"
+ABI_INCLUDE = ROOT / "module"
+
+
+@pytest.fixture
+def raw(r: redis.Redis, server: RedisServer) -> Iterator[RawClient]:
+    """An exact-reply client (tests/resp.py) on the module's `server`, after FLUSHALL."""
+    c = RawClient(server.port)
+    yield c
+    c.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class FixtureBackends:
+    """Paths of the backends compiled from tests/fixtures/backends/ for this session."""
+
+    dir: pathlib.Path
+    missing: pathlib.Path        # does not exist
+    not_elf: pathlib.Path        # a text file named .so
+    no_entry: pathlib.Path       # a shared object without RAI_BackendEntry
+    abi_major_999: pathlib.Path  # descriptor abi_major = 999
+    small_table: pathlib.Path    # descriptor size = 8
+    needs_missing_lib: pathlib.Path  # NEEDED library deleted after linking
+    missing_lib_name: str
+    onnx_kind: pathlib.Path      # a working no-op backend of kind ONNX
+
+
+def _cc(*args: str) -> None:
+    cc = os.environ.get("CC", "cc")
+    cmd = [cc, "-shared", "-fPIC", "-O0", "-Wall", f"-I{ABI_INCLUDE}", *args]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"fixture compile failed ({res.returncode}): {' '.join(cmd)}\n"
+                           f"{res.stdout}{res.stderr}")
+
+
+@pytest.fixture(scope="session")
+def fixture_backends(tmp_path_factory: pytest.TempPathFactory) -> FixtureBackends:
+    """Compiles the C fixture backends once per session with `cc -shared -fPIC`."""
+    d = tmp_path_factory.mktemp("fixture_backends")
+    out = {}
+    for name in ("no_entry", "abi_major_999", "small_table", "onnx_kind"):
+        out[name] = d / f"{name}.so"
+        _cc("-o", str(out[name]), str(FIXTURE_SRC / f"{name}.c"))
+    # A backend whose NEEDED library is gone: build the library, link against it, delete it.
+    libname = "raifixturegone"
+    lib = d / f"lib{libname}.so"
+    _cc("-o", str(lib), str(FIXTURE_SRC / "dummy_lib.c"))
+    needs = d / "needs_missing_lib.so"
+    _cc("-o", str(needs), str(FIXTURE_SRC / "needs_missing_lib.c"),
+        f"-L{d}", "-Wl,--no-as-needed", f"-l{libname}")
+    lib.unlink()
+    not_elf = d / "not_a_library.so"
+    shutil.copyfile(FIXTURE_SRC / "not_a_library.so.txt", not_elf)
+    return FixtureBackends(
+        dir=d, missing=d / "no_such_dir" / "no_such_backend.so", not_elf=not_elf,
+        no_entry=out["no_entry"], abi_major_999=out["abi_major_999"],
+        small_table=out["small_table"], needs_missing_lib=needs,
+        missing_lib_name=f"lib{libname}.so", onnx_kind=out["onnx_kind"])
+
+
+def start_expecting_failure(module: pathlib.Path, module_args: Sequence[str],
+                            cwd: str | os.PathLike | None = None) -> str:
+    """Starts redis-server with the module and arguments that must make the module load
+    fail (the server exits); returns the server log."""
+    try:
+        srv = RedisServer(module, module_args, cwd=cwd)
+    except RuntimeError as e:
+        return str(e)
+    srv.stop()
+    raise AssertionError(f"redis-server started although module args {list(module_args)!r} "
+                         "should have made the module load fail")
