@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "backend_loader.h"
 
@@ -34,11 +35,24 @@ void Config_Init(const char *module_path) {
     };
 }
 
+/* Beyond 1.2: when BACKENDSPATH has no such file but the server's working
+ * directory does, use that one, so that the seed-era command line
+ * `--loadmodule install/.../redisai.so TF install/.../redisai_tensorflow.so`
+ * works as typed. */
 char *Config_ResolvePath(const char *path) {
     if (path[0] == '/') return RedisModule_Strdup(path);
     size_t n = strlen(rai_config.backends_path) + strlen(path) + 2;
     char *full = RedisModule_Alloc(n);
     snprintf(full, n, "%s/%s", rai_config.backends_path, path);
+    if (access(full, F_OK) != 0 && access(path, F_OK) == 0) {
+        char cwd[4096];
+        if (getcwd(cwd, sizeof(cwd))) {
+            RedisModule_Free(full);
+            n = strlen(cwd) + strlen(path) + 2;
+            full = RedisModule_Alloc(n);
+            snprintf(full, n, "%s/%s", cwd, path);
+        }
+    }
     return full;
 }
 

@@ -28,6 +28,8 @@ typedef struct CommandSpec {
     int first, last, step;
 } CommandSpec;
 
+/* Flags and first/last/step as RedisAI 1.2 registered them (spec 0.1); the
+ * execution commands report their real keys through getkeys-api. */
 static const CommandSpec commands[] = {
     {"ai.tensorset", TensorSet_RedisCommand, "write deny-oom", 1, 1, 1},
     {"ai.tensorget", TensorGet_RedisCommand, "readonly", 1, 1, 1},
@@ -35,8 +37,8 @@ static const CommandSpec commands[] = {
     {"ai.modelset", ModelSet_RedisCommand, "write deny-oom", 1, 1, 1},
     {"ai.modelget", ModelGet_RedisCommand, "readonly", 1, 1, 1},
     {"ai.modeldel", ModelDel_RedisCommand, "write", 1, 1, 1},
-    {"ai.modelexecute", ModelExecute_RedisCommand, "write deny-oom getkeys-api", 1, 1, 1},
-    {"ai.modelrun", ModelRun_RedisCommand, "write deny-oom getkeys-api", 1, 1, 1},
+    {"ai.modelexecute", ModelExecute_RedisCommand, "write deny-oom getkeys-api", 4, 4, 1},
+    {"ai.modelrun", ModelRun_RedisCommand, "write deny-oom getkeys-api", 3, 3, 1},
     {"ai.config", Config_RedisCommand, "write", 0, 0, 0},
 };
 

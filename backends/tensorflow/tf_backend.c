@@ -1,0 +1,369 @@
+/*
+ * tf_backend.c - the TensorFlow backend: entry point, descriptor, and the
+ * model lifecycle (import a GraphDef, run it in a session, free it).
+ *
+ * One TF_Session per model. TF_SessionRun is thread-safe, so every worker of
+ * a queue runs the same session at once; nothing here is mutated after
+ * model_create returns.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend_abi.h"
+#include "tensorflow/c/c_api.h"
+#include "tf_tensor.h"
+
+#ifndef REDISAI_BACKEND_VARIANT
+#define REDISAI_BACKEND_VARIANT "cpu"
+#endif
+
+static const RAI_HostApi *host;
+
+typedef struct TFModel {
+    TF_Graph *graph;
+    TF_Session *session;
+    size_t ninputs;
+    size_t noutputs;
+    TF_Output *inputs; /* ninputs ports, then noutputs ports, one allocation */
+    TF_Output *outputs;
+} TFModel;
+
+/* ---------------------------------------------------------------------- */
+/* ConfigProto, encoded by hand: the C API takes only serialized protos and
+ * the wheel ships no protobuf C runtime. Field numbers are from
+ * tensorflow/core/protobuf/config.proto. TF_SetConfig replaces the whole
+ * config, so every setting goes into one message. */
+
+typedef struct ProtoBuf {
+    uint8_t bytes[128];
+    size_t len;
+} ProtoBuf;
+
+static void proto_varint(ProtoBuf *p, uint64_t v) {
+    do {
+        uint8_t b = v & 0x7f;
+        v >>= 7;
+        p->bytes[p->len++] = b | (v ? 0x80 : 0);
+    } while (v);
+}
+
+static void proto_bytes(ProtoBuf *p, const void *data, size_t len) {
+    memcpy(p->bytes + p->len, data, len);
+    p->len += len;
+}
+
+/* int32 fields: the parser would silently truncate a larger varint. */
+static void proto_int32_field(ProtoBuf *p, uint8_t tag, long long v) {
+    if (v > INT32_MAX) {
+        v = INT32_MAX;
+    }
+    p->bytes[p->len++] = tag;
+    proto_varint(p, (uint64_t)v);
+}
+
+static void session_config(ProtoBuf *p, RAI_DeviceKind device, int64_t device_id) {
+    p->len = 0;
+    if (device == RAI_DEVICE_CPU) {
+        /* device_count {key: "GPU" value: 0}, as RedisAI did: a CPU model
+         * never grabs a GPU. */
+        static const uint8_t no_gpu[] = {0x0a, 0x07, 0x0a, 0x03, 'G', 'P', 'U', 0x10, 0x00};
+        proto_bytes(p, no_gpu, sizeof(no_gpu));
+    }
+    long long intra = host->config_get(RAI_CONFIG_INTRA_OP_PARALLELISM);
+    if (intra > 0) {
+        proto_int32_field(p, 0x10, intra); /* intra_op_parallelism_threads = 2 */
+    }
+    long long inter = host->config_get(RAI_CONFIG_INTER_OP_PARALLELISM);
+    if (inter > 0) {
+        proto_int32_field(p, 0x28, inter); /* inter_op_parallelism_threads = 5 */
+    }
+    if (device == RAI_DEVICE_GPU) {
+        /* gpu_options = 6 { allow_growth = 4: true; visible_device_list = 5 }:
+         * without allow_growth the first model takes the whole GPU. */
+        char id[24] = "";
+        size_t idlen = 0;
+        if (device_id >= 0) {
+            idlen = (size_t)snprintf(id, sizeof(id), "%lld", (long long)device_id);
+        }
+        p->bytes[p->len++] = 0x32;
+        p->bytes[p->len++] = (uint8_t)(2 + (idlen ? 2 + idlen : 0));
+        p->bytes[p->len++] = 0x20;
+        p->bytes[p->len++] = 0x01;
+        if (idlen) {
+            p->bytes[p->len++] = 0x2a;
+            p->bytes[p->len++] = (uint8_t)idlen;
+            proto_bytes(p, id, idlen);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+
+/* "op" or "op:k". A TF op name cannot contain ':', so a digit suffix after
+ * the last ':' is always an output index. */
+static int find_port(TF_Graph *graph, const char *name, TF_Output *port) {
+    TF_Operation *op = TF_GraphOperationByName(graph, name);
+    long index = 0;
+    if (!op) {
+        const char *colon = strrchr(name, ':');
+        if (!colon || colon == name || colon[1] == '\0' || strlen(colon + 1) > 9) {
+            return 0;
+        }
+        for (const char *c = colon + 1; *c; c++) {
+            if (*c < '0' || *c > '9') {
+                return 0;
+            }
+            index = index * 10 + (*c - '0');
+        }
+        char *opname = host->strdup(name);
+        if (!opname) {
+            return 0;
+        }
+        opname[colon - name] = '\0';
+        op = TF_GraphOperationByName(graph, opname);
+        host->free(opname);
+    }
+    if (!op || index >= TF_OperationNumOutputs(op)) {
+        return 0;
+    }
+    *port = (TF_Output){.oper = op, .index = (int)index};
+    return 1;
+}
+
+static void tf_model_free(void *handle) {
+    TFModel *m = handle;
+    if (!m) {
+        return;
+    }
+    if (m->session) {
+        TF_Status *status = TF_NewStatus();
+        TF_CloseSession(m->session, status);
+        if (TF_GetCode(status) != TF_OK) {
+            host->log(RAI_LOG_WARNING, "TF: closing a session failed: %s", TF_Message(status));
+        }
+        TF_DeleteSession(m->session, status);
+        TF_DeleteStatus(status);
+    }
+    if (m->graph) {
+        TF_DeleteGraph(m->graph);
+    }
+    host->free(m->inputs);
+    host->free(m);
+}
+
+static int session_has_gpu(TF_Session *session, TF_Status *status) {
+    TF_DeviceList *list = TF_SessionListDevices(session, status);
+    if (TF_GetCode(status) != TF_OK) {
+        return 0;
+    }
+    int found = 0;
+    int n = TF_DeviceListCount(list);
+    for (int i = 0; i < n && !found; i++) {
+        const char *type = TF_DeviceListType(list, i, status);
+        found = TF_GetCode(status) == TF_OK && strcmp(type, "GPU") == 0;
+    }
+    TF_DeleteDeviceList(list);
+    return found;
+}
+
+static void *tf_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Error *err) {
+    (void)names; /* TF keeps the names the user gave. */
+    if (spec->size < sizeof(*spec)) {
+        host->error_set(err, "ERR model spec too old for the TF backend");
+        return NULL;
+    }
+    if (spec->device != RAI_DEVICE_CPU && spec->device != RAI_DEVICE_GPU) {
+        host->error_set(err, "ERR unsupported device");
+        return NULL;
+    }
+
+    TF_Status *status = TF_NewStatus();
+    TF_SessionOptions *sopts = NULL;
+    TFModel *m = host->calloc(1, sizeof(*m));
+    if (!m) {
+        host->error_set(err, "ERR out of memory creating a TF model");
+        goto fail;
+    }
+    m->ninputs = spec->ninputs;
+    m->noutputs = spec->noutputs;
+    m->inputs = host->calloc(spec->ninputs + spec->noutputs + 1, sizeof(TF_Output));
+    if (!m->inputs) {
+        host->error_set(err, "ERR out of memory creating a TF model");
+        goto fail;
+    }
+    m->outputs = m->inputs + spec->ninputs;
+
+    m->graph = TF_NewGraph();
+    /* The blob is only read during the import: no copy needed. */
+    TF_Buffer graphdef = {.data = spec->blob, .length = spec->blob_len};
+    TF_ImportGraphDefOptions *iopts = TF_NewImportGraphDefOptions();
+    TF_GraphImportGraphDef(m->graph, &graphdef, iopts, status);
+    TF_DeleteImportGraphDefOptions(iopts);
+    if (TF_GetCode(status) != TF_OK) {
+        host->error_set(err, "%s", TF_Message(status));
+        goto fail;
+    }
+
+    for (size_t i = 0; i < spec->ninputs; i++) {
+        const char *name = spec->inputs[i];
+        if (!find_port(m->graph, name, &m->inputs[i]) ||
+            strcmp(TF_OperationOpType(m->inputs[i].oper), "Placeholder") != 0) {
+            host->error_set(err, "ERR Input node named \"%s\" not found in TF graph.", name);
+            goto fail;
+        }
+    }
+    for (size_t i = 0; i < spec->noutputs; i++) {
+        const char *name = spec->outputs[i];
+        if (!find_port(m->graph, name, &m->outputs[i])) {
+            host->error_set(err, "ERR Output node named \"%s\" not found in TF graph", name);
+            goto fail;
+        }
+    }
+
+    ProtoBuf config;
+    session_config(&config, spec->device, spec->device_id);
+    sopts = TF_NewSessionOptions();
+    TF_SetConfig(sopts, config.bytes, config.len, status);
+    if (TF_GetCode(status) != TF_OK) {
+        host->error_set(err, "%s", TF_Message(status));
+        goto fail;
+    }
+    m->session = TF_NewSession(m->graph, sopts, status);
+    if (TF_GetCode(status) != TF_OK) {
+        m->session = NULL;
+        host->error_set(err, "%s", TF_Message(status));
+        goto fail;
+    }
+    if (spec->device == RAI_DEVICE_GPU && !session_has_gpu(m->session, status)) {
+        host->error_set(err, "ERR GPU requested but TF couldn't find CUDA");
+        goto fail;
+    }
+
+    TF_DeleteSessionOptions(sopts);
+    TF_DeleteStatus(status);
+    return m;
+
+fail:
+    if (sopts) {
+        TF_DeleteSessionOptions(sopts);
+    }
+    TF_DeleteStatus(status);
+    tf_model_free(m);
+    return NULL;
+}
+
+static int tf_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
+                        size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
+    (void)info;
+    TFModel *m = handle;
+    /* The core checks counts before queueing; this guards the arrays below. */
+    if (ninputs != m->ninputs) {
+        host->error_set(err, "Number of keys given as INPUTS here does not match model definition");
+        return -1;
+    }
+    if (noutputs != m->noutputs) {
+        host->error_set(err,
+                        "Number of keys given as OUTPUTS here does not match model definition");
+        return -1;
+    }
+
+    int rc = -1;
+    TF_Status *status = TF_NewStatus();
+    TF_Tensor **in = host->calloc(ninputs + noutputs + 1, sizeof(*in));
+    TF_Tensor **out = in + ninputs;
+    if (!in) {
+        host->error_set(err, "ERR out of memory running a TF model");
+        goto done;
+    }
+
+    for (size_t i = 0; i < ninputs; i++) {
+        in[i] = tf_tensor_from_core(inputs[i], err);
+        if (!in[i]) {
+            goto done;
+        }
+    }
+
+    TF_SessionRun(m->session, NULL, m->inputs, in, (int)ninputs, m->outputs, out, (int)noutputs,
+                  NULL, 0, NULL, status);
+    if (TF_GetCode(status) != TF_OK) {
+        /* TF's own text, e.g. "Incompatible shapes: [2,2] vs. [3] ...". */
+        host->error_set(err, "%s", TF_Message(status));
+        goto done;
+    }
+
+    for (size_t i = 0; i < noutputs; i++) {
+        if (!out[i]) {
+            host->error_set(err, "ERR Model did not generate the expected number of outputs");
+            goto done;
+        }
+        TF_Tensor *tft = out[i];
+        out[i] = NULL; /* tf_tensor_to_core owns it from here, on every path */
+        outputs[i] = tf_tensor_to_core(tft, err);
+        if (!outputs[i]) {
+            goto done; /* outputs already made are the core's to release */
+        }
+    }
+    rc = 0;
+
+done:
+    if (in) {
+        for (size_t i = 0; i < ninputs + noutputs; i++) {
+            if (in[i]) {
+                TF_DeleteTensor(in[i]);
+            }
+        }
+        host->free(in);
+    }
+    TF_DeleteStatus(status);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+
+static RAI_BackendDescriptor descriptor = {
+    .abi_major = RAI_ABI_MAJOR,
+    .abi_minor = RAI_ABI_MINOR,
+    .size = sizeof(RAI_BackendDescriptor),
+    .kind = RAI_BACKEND_TF,
+    .framework = "TensorFlow",
+    .framework_version = NULL, /* TF_Version(), known only at run time */
+    .variant = REDISAI_BACKEND_VARIANT,
+    .model_create = tf_model_create,
+    .model_free = tf_model_free,
+    .model_run = tf_model_run,
+};
+
+__attribute__((visibility("default"))) const RAI_BackendDescriptor *
+RAI_BackendEntry(const RAI_HostApi *h, char *errbuf, size_t errlen);
+
+_Static_assert(__builtin_types_compatible_p(__typeof__(&RAI_BackendEntry), RAI_BackendEntryFn),
+               "RAI_BackendEntry must match RAI_BackendEntryFn");
+
+const RAI_BackendDescriptor *RAI_BackendEntry(const RAI_HostApi *h, char *errbuf,
+                                              size_t errlen) {
+    if (!h) {
+        if (errbuf && errlen) {
+            snprintf(errbuf, errlen, "no host API given");
+        }
+        return NULL;
+    }
+    if (h->abi_major != RAI_ABI_MAJOR) {
+        if (errbuf && errlen) {
+            snprintf(errbuf, errlen, "host ABI major %u, backend needs %d", (unsigned)h->abi_major,
+                     RAI_ABI_MAJOR);
+        }
+        return NULL;
+    }
+    if (h->size < RAI_HOST_API_SIZE_1_0) {
+        if (errbuf && errlen) {
+            snprintf(errbuf, errlen, "host API table has %u bytes, backend needs at least %zu",
+                     (unsigned)h->size, (size_t)RAI_HOST_API_SIZE_1_0);
+        }
+        return NULL;
+    }
+    host = h;
+    tf_tensor_init(h);
+    descriptor.framework_version = TF_Version();
+    return &descriptor;
+}

@@ -1,0 +1,207 @@
+/*
+ * tf_tensor.c - dtype mapping and tensor conversion between the core and
+ * TensorFlow.
+ *
+ * Inputs: TF_NewTensor wraps the core's buffer. TF marks such buffers as
+ * not owned, so kernels never forward them as scratch space for an output
+ * and the user's tensor is never written to. If the buffer is not aligned
+ * the way TF wants, TF_NewTensor copies it and runs our deallocator at once.
+ *
+ * Outputs: the core adopts TF's buffer and deletes the TF_Tensor when the
+ * last reference goes, possibly on another thread (TF_DeleteTensor is
+ * thread-safe).
+ */
+#include "tf_tensor.h"
+
+#include <stdint.h>
+#include <string.h>
+
+static const RAI_HostApi *host;
+
+void tf_tensor_init(const RAI_HostApi *h) {
+    host = h;
+}
+
+/* Every pairing, both ways. The core names only some of these; the rest
+ * (half, bfloat16, uint32/64) still travel as BLOB. */
+static const struct {
+    TF_DataType tf;
+    RAI_DType dt;
+} dtype_map[] = {
+    {TF_FLOAT, {.code = RAI_DTYPE_FLOAT, .bits = 32}},
+    {TF_DOUBLE, {.code = RAI_DTYPE_FLOAT, .bits = 64}},
+    {TF_HALF, {.code = RAI_DTYPE_FLOAT, .bits = 16}},
+    {TF_BFLOAT16, {.code = RAI_DTYPE_BFLOAT, .bits = 16}},
+    {TF_INT8, {.code = RAI_DTYPE_INT, .bits = 8}},
+    {TF_INT16, {.code = RAI_DTYPE_INT, .bits = 16}},
+    {TF_INT32, {.code = RAI_DTYPE_INT, .bits = 32}},
+    {TF_INT64, {.code = RAI_DTYPE_INT, .bits = 64}},
+    {TF_UINT8, {.code = RAI_DTYPE_UINT, .bits = 8}},
+    {TF_UINT16, {.code = RAI_DTYPE_UINT, .bits = 16}},
+    {TF_UINT32, {.code = RAI_DTYPE_UINT, .bits = 32}},
+    {TF_UINT64, {.code = RAI_DTYPE_UINT, .bits = 64}},
+    {TF_BOOL, {.code = RAI_DTYPE_BOOL, .bits = 8}},
+    {TF_STRING, {.code = RAI_DTYPE_STRING, .bits = 8}},
+};
+
+#define DTYPE_MAP_LEN (sizeof(dtype_map) / sizeof(dtype_map[0]))
+
+static int tf_type_of(RAI_DType dt, TF_DataType *out) {
+    for (size_t i = 0; i < DTYPE_MAP_LEN; i++) {
+        if (dtype_map[i].dt.code == dt.code && dtype_map[i].dt.bits == dt.bits) {
+            *out = dtype_map[i].tf;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int core_type_of(TF_DataType tf, RAI_DType *out) {
+    for (size_t i = 0; i < DTYPE_MAP_LEN; i++) {
+        if (dtype_map[i].tf == tf) {
+            *out = dtype_map[i].dt;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Runs when TF drops its last use of a core buffer: at TF_DeleteTensor of
+ * the input, when an output sharing the buffer goes, or at once if
+ * TF_NewTensor copied. The core's own borrow outlives the run, so the
+ * reference dropped here is never the last one while the run is going. */
+static void core_buffer_release(void *data, size_t len, void *arg) {
+    (void)data;
+    (void)len;
+    host->tensor_release(arg);
+}
+
+/* Elements may have been turned into heap strings by TF, so each one is
+ * deallocated, not only the array. */
+static void tstring_array_free(void *data, size_t len, void *arg) {
+    (void)arg;
+    TF_TString *elems = data;
+    size_t n = len / sizeof(TF_TString);
+    for (size_t i = 0; i < n; i++) {
+        TF_StringDealloc(&elems[i]);
+    }
+    host->free(data);
+}
+
+static TF_Tensor *string_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
+    size_t n = host->tensor_length(t);
+    /* alloc(0) may legitimately return NULL; one slot keeps NULL meaning OOM. */
+    TF_TString *elems = host->alloc((n ? n : 1) * sizeof(TF_TString));
+    if (!elems) {
+        host->error_set(err, "ERR out of memory converting a STRING tensor");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *s = host->tensor_string_at(t, i, &len);
+        TF_StringInit(&elems[i]);
+        TF_StringCopy(&elems[i], s, len);
+    }
+    TF_Tensor *tft = TF_NewTensor(TF_STRING, host->tensor_dims(t), host->tensor_ndims(t), elems,
+                                  n * sizeof(TF_TString), tstring_array_free, NULL);
+    if (!tft) {
+        /* TF already ran tstring_array_free. */
+        host->error_set(err, "ERR could not convert a STRING input tensor for TF");
+        return NULL;
+    }
+    return tft;
+}
+
+TF_Tensor *tf_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
+    TF_DataType tf;
+    if (!tf_type_of(host->tensor_dtype(t), &tf)) {
+        host->error_set(err, "ERR unsupported input type");
+        return NULL;
+    }
+    if (tf == TF_STRING) {
+        return string_tensor_from_core(t, err);
+    }
+    RAI_Tensor *ref = host->tensor_retain(t);
+    TF_Tensor *tft = TF_NewTensor(tf, host->tensor_dims(t), host->tensor_ndims(t),
+                                  host->tensor_data(t), host->tensor_byte_size(t),
+                                  core_buffer_release, ref);
+    if (!tft) {
+        /* TF already ran core_buffer_release, dropping ref. */
+        host->error_set(err, "ERR could not convert an input tensor for TF");
+        return NULL;
+    }
+    return tft;
+}
+
+static void tf_tensor_delete(void *ctx) {
+    TF_DeleteTensor(ctx);
+}
+
+static RAI_Tensor *string_tensor_to_core(TF_Tensor *tft, const int64_t *dims, int ndims,
+                                         RAI_Error *err) {
+    size_t n = (size_t)TF_TensorElementCount(tft);
+    const TF_TString *elems = TF_TensorData(tft);
+    const char **ptrs = host->alloc((n ? n : 1) * sizeof(*ptrs));
+    size_t *lens = host->alloc((n ? n : 1) * sizeof(*lens));
+    RAI_Tensor *t = NULL;
+    if (!ptrs || !lens) {
+        host->error_set(err, "ERR out of memory converting a STRING output");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ptrs[i] = TF_StringGetDataPointer(&elems[i]);
+        lens[i] = TF_StringGetSize(&elems[i]);
+    }
+    t = host->tensor_create_strings(dims, ndims, ptrs, lens);
+    if (!t) {
+        host->error_set(err, "ERR could not create a STRING output tensor");
+    }
+done:
+    host->free(ptrs);
+    host->free(lens);
+    TF_DeleteTensor(tft);
+    return t;
+}
+
+RAI_Tensor *tf_tensor_to_core(TF_Tensor *tft, RAI_Error *err) {
+    RAI_DType dt;
+    if (!core_type_of(TF_TensorType(tft), &dt)) {
+        TF_DeleteTensor(tft);
+        host->error_set(err, "ERR unsupported output type");
+        return NULL;
+    }
+
+    /* TF allows up to 254 dims; models rarely pass 8. */
+    int64_t small[8];
+    int64_t *dims = small;
+    int ndims = TF_NumDims(tft);
+    if (ndims > (int)(sizeof(small) / sizeof(small[0]))) {
+        dims = host->alloc((size_t)ndims * sizeof(*dims));
+        if (!dims) {
+            TF_DeleteTensor(tft);
+            host->error_set(err, "ERR out of memory converting an output");
+            return NULL;
+        }
+    }
+    for (int i = 0; i < ndims; i++) {
+        dims[i] = TF_Dim(tft, i);
+    }
+
+    RAI_Tensor *t;
+    if (dt.code == RAI_DTYPE_STRING) {
+        t = string_tensor_to_core(tft, dims, ndims, err);
+    } else {
+        t = host->tensor_adopt(dt, dims, ndims, TF_TensorData(tft), TF_TensorByteSize(tft),
+                               tf_tensor_delete, tft);
+        if (!t) {
+            /* A failed adopt leaves the memory with us. */
+            TF_DeleteTensor(tft);
+            host->error_set(err, "ERR could not create an output tensor");
+        }
+    }
+
+    if (dims != small) {
+        host->free(dims);
+    }
+    return t;
+}

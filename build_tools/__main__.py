@@ -1,0 +1,82 @@
+"""Command line: python -m build_tools {setup,headers,build,check,serve}."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from . import paths, pins
+from .errors import BuildError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m build_tools",
+                                description=f"Build RedisAI {pins.VERSION}.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="command")
+
+    sub.add_parser("setup", help="install system packages, create .venv, pip-install the pins")
+
+    h = sub.add_parser("headers", help="fetch redismodule.h (and ORT headers) into the cache")
+    h.add_argument("--onnxruntime", action="store_true",
+                   help="also fetch the ONNX Runtime C headers")
+
+    b = sub.add_parser("build", help="configure, compile and lay out the install tree")
+    b.add_argument("--variant", default="cpu", help="backend variant name (default: cpu)")
+    b.add_argument("-j", "--jobs", type=int, default=2, help="parallel compile jobs (default: 2)")
+
+    c = sub.add_parser("check", help="verify an install tree's ELF files")
+    c.add_argument("install", nargs="?", type=Path,
+                   help="install tree (default: the newest install/redisai-*)")
+
+    s = sub.add_parser("serve", help="exec redis-server with the module and all backends",
+                       epilog="Other arguments go to redis-server before --loadmodule.")
+    s.add_argument("--port", type=int, default=6380, help="port (default: 6380)")
+    s.add_argument("--install", type=Path, help="install tree (default: the newest)")
+    return p
+
+
+def _install_or_newest(arg: Path | None) -> Path:
+    if arg is not None:
+        return arg
+    found = paths.newest_install_dir()
+    if found is None:
+        raise BuildError(f"no {paths.INSTALL_ROOT}/redisai-*/redisai.so: "
+                         "run `python -m build_tools build` first")
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "serve":
+        parser.error("unrecognized arguments: " + " ".join(extra))
+    try:
+        if args.command == "setup":
+            from .setup_env import setup
+            setup()
+        elif args.command == "headers":
+            from . import headers
+            print(f"[headers] redismodule.h: {headers.redismodule_include_dir()}")
+            if args.onnxruntime:
+                print(f"[headers] onnxruntime: {headers.onnxruntime_include_dir()}")
+        elif args.command == "build":
+            from .build import build
+            build(variant=args.variant, jobs=args.jobs)
+        elif args.command == "check":
+            from .check import check_tree
+            return 0 if check_tree(_install_or_newest(args.install)) else 1
+        elif args.command == "serve":
+            from .serve import serve
+            serve(_install_or_newest(args.install), args.port, extra)
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

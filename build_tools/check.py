@@ -1,0 +1,283 @@
+"""`python -m build_tools check [install dir]`: is an install tree self-contained?
+
+For every backend .so (in the versioned folders; the unversioned names are
+symlinks and are checked as links only):
+- RUNPATH is exactly $ORIGIN/lib and there is no DT_RPATH;
+- every NEEDED entry resolves inside the tree (lib/ beside it, then the libs
+  in lib/ recursively through their own RUNPATH/RPATH, $ORIGIN honoured), or
+  to the system C/C++ runtime found in the standard system folders; nothing
+  may resolve outside the backend's folder (such as site-packages);
+- the only exported dynamic symbol is RAI_BackendEntry.
+redisai.so: no RPATH/RUNPATH, NEEDED only the system runtime, the only
+export RedisModule_OnLoad.
+
+ELF files are read with pyelftools (from the venv), never by parsing readelf.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .errors import BuildError
+
+CORE_EXPORT = "RedisModule_OnLoad"
+BACKEND_EXPORT = "RAI_BackendEntry"
+BACKEND_RUNPATH = "$ORIGIN/lib"
+
+# The system C/C++ runtime a backend may need from outside its folder.
+_SYSTEM_RUNTIME = re.compile(
+    r"^(?:lib(?:c|m|dl|pthread|rt|stdc\+\+|gcc_s)\.so(?:\.\d+)*|ld-linux(?:-[\w-]+)?\.so\.\d+)$")
+
+
+def _system_dirs() -> tuple[Path, ...]:
+    triplet = f"{platform.machine()}-linux-gnu"
+    dirs = [f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
+    return tuple(Path(d) for d in dirs)
+
+
+SYSTEM_DIRS: tuple[Path, ...] = _system_dirs()
+
+
+@dataclass
+class ElfInfo:
+    needed: list[str] = field(default_factory=list)
+    runpath: list[str] | None = None   # None: no DT_RUNPATH
+    rpath: list[str] | None = None     # None: no DT_RPATH
+    exports: list[str] = field(default_factory=list)
+
+
+def read_elf(path: Path, with_exports: bool) -> ElfInfo:
+    """NEEDED, RUNPATH, RPATH and (optionally) the exported dynamic symbols of path."""
+    try:
+        from elftools.common.exceptions import ELFError
+        from elftools.elf.dynamic import DynamicSection, DynamicSegment
+        from elftools.elf.elffile import ELFFile
+        from elftools.elf.sections import SymbolTableSection
+    except ImportError:
+        raise BuildError("pyelftools is missing: run check with .venv/bin/python "
+                         "(python3 -m build_tools setup installs it)") from None
+    info = ElfInfo()
+    try:
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            dyn = next((s for s in elf.iter_sections() if isinstance(s, DynamicSection)), None)
+            if dyn is None:
+                dyn = next((s for s in elf.iter_segments() if isinstance(s, DynamicSegment)),
+                           None)
+            if dyn is None:
+                raise BuildError(f"{path}: no dynamic section (not a shared object?)")
+            for tag in dyn.iter_tags():
+                kind = tag.entry.d_tag
+                if kind == "DT_NEEDED":
+                    info.needed.append(tag.needed)
+                elif kind == "DT_RUNPATH":
+                    info.runpath = tag.runpath.split(":") if tag.runpath else []
+                elif kind == "DT_RPATH":
+                    info.rpath = tag.rpath.split(":") if tag.rpath else []
+            if with_exports:
+                dynsym = elf.get_section_by_name(".dynsym")
+                if not isinstance(dynsym, SymbolTableSection):
+                    raise BuildError(f"{path}: no .dynsym section")
+                for sym in dynsym.iter_symbols():
+                    if (sym.name and sym["st_shndx"] != "SHN_UNDEF"
+                            and sym["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK",
+                                                           "STB_GNU_UNIQUE", "STB_LOOS")
+                            and sym["st_other"]["visibility"] in ("STV_DEFAULT",
+                                                                  "STV_PROTECTED")):
+                        info.exports.append(sym.name)
+    except (OSError, ELFError) as exc:
+        raise BuildError(f"{path}: cannot read as ELF: {exc}") from None
+    return info
+
+
+def _expand(entry: str, origin: Path) -> Path:
+    for token in ("${ORIGIN}", "$ORIGIN"):
+        entry = entry.replace(token, str(origin))
+    return Path(os.path.normpath(entry)) if entry else origin
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+@dataclass
+class Row:
+    file: str
+    runpath: str
+    needed_ok: bool = True
+    exports_ok: bool | None = True     # None: not checked
+    problems: list[str] = field(default_factory=list)
+
+
+class _Checker:
+    def __init__(self, install: Path) -> None:
+        self.install = install
+        self.rows: list[Row] = []
+
+    def rel(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.install))
+        except ValueError:
+            return str(path)
+
+    def _runpath_text(self, info: ElfInfo) -> str:
+        parts = []
+        if info.runpath is not None:
+            parts.append(":".join(info.runpath) or "''")
+        if info.rpath is not None:
+            parts.append("RPATH=" + (":".join(info.rpath) or "''"))
+        return " ".join(parts) or "-"
+
+    def _exports(self, row: Row, info: ElfInfo, expected: str) -> None:
+        extra = sorted(set(info.exports) - {expected})
+        if expected not in info.exports:
+            row.exports_ok = False
+            row.problems.append(f"does not export {expected}")
+        if extra:
+            row.exports_ok = False
+            shown = ", ".join(extra[:8]) + (f" (+{len(extra) - 8} more)" if len(extra) > 8 else "")
+            row.problems.append(f"exports more than {expected}: {shown}")
+
+    def _resolve_needed(self, row: Row, owner: Path, info: ElfInfo, folder: Path | None,
+                        seen: set[Path], libs: list[Path]) -> None:
+        """Checks owner's NEEDED entries; in-tree libraries found go to libs."""
+        origin = owner.parent
+        search = [_expand(e, origin) for e in (info.rpath or []) + (info.runpath or [])]
+        for name in info.needed:
+            found: Path | None = None
+            for d in search:
+                cand = d / name
+                if cand.exists():
+                    found = cand
+                    break
+            if found is not None:
+                if folder is not None and _inside(found, folder):
+                    real = found.resolve()
+                    if real not in seen:
+                        seen.add(real)
+                        libs.append(found)
+                    continue
+                if not _SYSTEM_RUNTIME.match(name):
+                    row.needed_ok = False
+                    row.problems.append(f"NEEDED {name} resolves outside the tree: {found}")
+                    continue
+            if _SYSTEM_RUNTIME.match(name):
+                if any((d / name).exists() for d in SYSTEM_DIRS):
+                    continue
+                row.needed_ok = False
+                row.problems.append(f"NEEDED {name} (system runtime) not found in "
+                                    + ", ".join(str(d) for d in SYSTEM_DIRS))
+            else:
+                row.needed_ok = False
+                where = "lib/ beside it" if folder is not None else "the system runtime"
+                row.problems.append(f"NEEDED {name} is neither in {where} nor a system "
+                                    "C/C++ runtime library")
+
+    def check_core(self, path: Path) -> None:
+        info = read_elf(path, with_exports=True)
+        row = Row(self.rel(path), self._runpath_text(info))
+        if info.runpath is not None or info.rpath is not None:
+            row.problems.append(f"has RUNPATH/RPATH {row.runpath}; redisai.so needs none")
+        self._resolve_needed(row, path, info, None, set(), [])
+        self._exports(row, info, CORE_EXPORT)
+        self.rows.append(row)
+
+    def check_backend(self, path: Path) -> None:
+        folder = path.parent
+        info = read_elf(path, with_exports=True)
+        row = Row(self.rel(path), self._runpath_text(info))
+        if info.rpath is not None:
+            row.problems.append(f"has DT_RPATH {':'.join(info.rpath)!r}; only RUNPATH is allowed")
+        if info.runpath != [BACKEND_RUNPATH]:
+            got = "none" if info.runpath is None else repr(":".join(info.runpath))
+            row.problems.append(f"RUNPATH is {got}, must be exactly {BACKEND_RUNPATH!r}")
+        seen: set[Path] = set()
+        libs: list[Path] = []
+        self._resolve_needed(row, path, info, folder, seen, libs)
+        self._exports(row, info, BACKEND_EXPORT)
+        self.rows.append(row)
+        # The libraries the backend pulls from lib/, and theirs, recursively.
+        while libs:
+            lib = libs.pop(0)
+            linfo = read_elf(lib.resolve(), with_exports=False)
+            lrow = Row(self.rel(lib), self._runpath_text(linfo), exports_ok=None)
+            for entry in (linfo.rpath or []) + (linfo.runpath or []):
+                target = _expand(entry, lib.resolve().parent)
+                if not _inside(target, folder):
+                    lrow.needed_ok = False
+                    lrow.problems.append(f"search path {entry!r} leads outside "
+                                         f"{self.rel(folder)}/ (to {target})")
+            self._resolve_needed(lrow, lib.resolve(), linfo, folder, seen, libs)
+            self.rows.append(lrow)
+
+    def check_links(self, backends: Path) -> None:
+        for link in sorted(p for p in backends.iterdir() if p.is_symlink()):
+            row = Row(self.rel(link), "-", exports_ok=None)
+            target = os.readlink(link)
+            row.runpath = f"-> {target}"
+            if os.path.isabs(target):
+                row.problems.append(f"symlink target {target!r} is absolute; must be relative")
+            elif not (link.resolve().is_dir() and _inside(link, backends)):
+                row.problems.append(f"symlink target {target!r} is not a folder in backends/")
+            else:
+                so = link / f"{link.name}.so"
+                if not so.is_file():
+                    row.problems.append(f"{link.name}/{so.name} does not exist")
+            self.rows.append(row)
+
+
+def backend_libraries(install: Path) -> Iterator[Path]:
+    """The backend .so files in the versioned (real) folders of install/backends/."""
+    backends = install / "backends"
+    if not backends.is_dir():
+        return
+    for folder in sorted(backends.iterdir()):
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        yield from sorted(folder.glob("redisai_*.so"))
+
+
+def _print_table(rows: Iterable[Row]) -> None:
+    rows = list(rows)
+    def mark(ok: bool | None) -> str:
+        return "n/a" if ok is None else ("ok" if ok else "bad")
+    table = [("file", "RUNPATH", "NEEDED", "exports")]
+    for r in rows:
+        table.append((r.file, r.runpath, mark(r.needed_ok), mark(r.exports_ok)))
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    for i, row in enumerate(table):
+        print("  ".join(cell.ljust(widths[j]) for j, cell in enumerate(row)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def check_tree(install: Path) -> bool:
+    """Checks install; prints a table and each problem. True when there is none."""
+    install = install.resolve()
+    core = install / "redisai.so"
+    if not core.is_file():
+        raise BuildError(f"{install} is not an install tree: no redisai.so")
+    checker = _Checker(install)
+    checker.check_core(core)
+    backends = list(backend_libraries(install))
+    for lib in backends:
+        checker.check_backend(lib)
+    if (install / "backends").is_dir():
+        checker.check_links(install / "backends")
+    print(f"[check] {install}")
+    _print_table(checker.rows)
+    problems = [(r.file, p) for r in checker.rows for p in r.problems]
+    if not backends:
+        print("[check] note: no backend in this tree")
+    for file, p in problems:
+        print(f"[check] problem: {file}: {p}")
+    print(f"[check] {len(checker.rows)} file(s), {len(problems)} problem(s)")
+    return not problems

