@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define RAI_ABI_MAJOR 1
-#define RAI_ABI_MINOR 0
+#define RAI_ABI_MINOR 1
 
 #define RAI_BACKEND_ENTRY_SYMBOL "RAI_BackendEntry"
 
@@ -78,6 +78,27 @@ typedef enum RAI_ConfigKey {
 typedef struct RAI_Tensor RAI_Tensor;
 typedef struct RAI_Error RAI_Error;
 
+/* A Redis reply, converted by the host for backends that let user code call
+ * Redis (TorchScript's redis.execute). Added in 1.1. */
+typedef enum RAI_CallReplyType {
+    RAI_REPLY_NULL = 0,
+    RAI_REPLY_STRING = 1, /* bulk and simple strings */
+    RAI_REPLY_INTEGER = 2,
+    RAI_REPLY_ARRAY = 3,
+    RAI_REPLY_ERROR = 4, /* str holds the message */
+    RAI_REPLY_DOUBLE = 5,
+} RAI_CallReplyType;
+
+typedef struct RAI_CallReply {
+    RAI_CallReplyType type;
+    long long integer;
+    double dbl;
+    const char *str;
+    size_t len;
+    size_t nelems;
+    struct RAI_CallReply *elems;
+} RAI_CallReply;
+
 /* Functions the core lends to a backend. Valid for the life of the process. */
 typedef struct RAI_HostApi {
     uint32_t abi_major;
@@ -125,6 +146,20 @@ typedef struct RAI_HostApi {
     /* STRING only: element i is the NUL-terminated C string at
      * data + offsets[i]; its length excludes the NUL. */
     const char *(*tensor_string_at)(const RAI_Tensor *t, size_t i, size_t *len);
+
+    /* --- 1.1: calls back into Redis, for scripts. Only from run-queue
+     * worker threads (a backend's model_run / script_run). --- */
+    /* Runs a Redis command under Redis's global lock, in DB 0, propagated
+     * to replicas and AOF like any write. Never NULL; free with
+     * call_reply_free. */
+    RAI_CallReply *(*redis_call)(const char *cmd, const char *const *args, const size_t *lens,
+                                 size_t nargs);
+    void (*call_reply_free)(RAI_CallReply *reply);
+    /* Runs the model stored at key (DB 0) synchronously in the calling
+     * thread; outputs as in model_run. Returns 0, or -1 after error_set
+     * (e.g. `ERR model key is empty`). */
+    int (*model_execute)(const char *key, size_t key_len, RAI_Tensor *const *inputs,
+                         size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err);
 } RAI_HostApi;
 
 /* What the core knows about a model when it asks a backend to build it. */
@@ -144,13 +179,51 @@ typedef struct RAI_ModelSpec {
 
 /* Input and output names a backend found in the model itself (ONNX, Torch).
  * Arrays and strings are allocated with the host allocator; the core takes
- * ownership. A backend that leaves them NULL keeps the names the user gave. */
+ * ownership. A backend that leaves them NULL keeps the names the user gave.
+ * A backend that cannot tell its output count from the model (TorchScript
+ * returning List[Tensor]) sets noutputs 0 with a non-NULL outputs array:
+ * execution then accepts any output count, and model_run must produce
+ * exactly the count asked for or fail. */
 typedef struct RAI_ModelNames {
     size_t ninputs;
     char **inputs;
     size_t noutputs;
     char **outputs;
 } RAI_ModelNames;
+
+/* What the core knows about a script when it asks a backend to build it.
+ * Added in 1.1. */
+typedef struct RAI_ScriptSpec {
+    uint32_t size;
+    const char *device_str;
+    RAI_DeviceKind device;
+    int64_t device_id;
+    const char *source; /* NUL-terminated */
+    size_t source_len;
+    /* Functions that must exist with the entry-point signature; may be 0. */
+    size_t nentry_points;
+    const char *const *entry_points;
+} RAI_ScriptSpec;
+
+/* One call of a script function. Added in 1.1. */
+typedef struct RAI_ScriptCall {
+    uint32_t size;
+    const char *function;
+    /* 1: function is an entry point, call f(tensors, keys, args);
+     * 0: legacy binding of inputs to Tensor / List[Tensor] parameters. */
+    int entry_point;
+    RAI_Tensor *const *inputs;
+    size_t ninputs;
+    const char *const *keys;
+    const size_t *key_lens;
+    size_t nkeys;
+    const char *const *args;
+    const size_t *arg_lens;
+    size_t nargs;
+    /* Outputs wanted: the flattened result must have exactly this many
+     * tensors when > 0; 0 means the result is discarded. */
+    size_t noutputs;
+} RAI_ScriptCall;
 
 /* Per-run facts the core gives a backend. */
 typedef struct RAI_RunInfo {
@@ -181,6 +254,16 @@ typedef struct RAI_BackendDescriptor {
      * outputs already made are released by the core). */
     int (*model_run)(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
                      size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err);
+
+    /* --- 1.1: scripts; NULL for backends without them --- */
+    /* Main thread. Returns the backend's script handle, or NULL after
+     * error_set (compile errors, missing or ill-typed entry points). */
+    void *(*script_create)(const RAI_ScriptSpec *spec, RAI_Error *err);
+    void (*script_free)(void *script);
+    /* Worker thread. outputs has call->noutputs NULL slots, filled with new
+     * tensors on success. Returns 0, or -1 after error_set. */
+    int (*script_run)(void *script, const RAI_RunInfo *info, const RAI_ScriptCall *call,
+                      RAI_Tensor **outputs, RAI_Error *err);
 } RAI_BackendDescriptor;
 
 /* The one exported symbol. Returns NULL (with a reason in errbuf) when the
@@ -189,11 +272,17 @@ typedef struct RAI_BackendDescriptor {
 typedef const RAI_BackendDescriptor *(*RAI_BackendEntryFn)(const RAI_HostApi *host,
                                                            char *errbuf, size_t errlen);
 
-/* The smallest tables each side accepts: the 1.0 layouts. */
+/* Table sizes of each minor version: the core accepts any descriptor of at
+ * least 1.0's size and reads a 1.1 member only when the size covers it; a
+ * backend that needs 1.1 host functions checks host->size the same way. */
 #define RAI_HOST_API_SIZE_1_0 \
     (offsetof(RAI_HostApi, tensor_string_at) + sizeof(void *))
+#define RAI_HOST_API_SIZE_1_1 \
+    (offsetof(RAI_HostApi, model_execute) + sizeof(void *))
 #define RAI_DESCRIPTOR_SIZE_1_0 \
     (offsetof(RAI_BackendDescriptor, model_run) + sizeof(void *))
+#define RAI_DESCRIPTOR_SIZE_1_1 \
+    (offsetof(RAI_BackendDescriptor, script_run) + sizeof(void *))
 
 #ifdef __cplusplus
 }

@@ -49,6 +49,11 @@ const char *Backend_KindName(RAI_BackendKind kind) {
     return (unsigned)kind < RAI_BACKEND_KINDS ? kind_names[kind] : "unknown";
 }
 
+int Backend_HasScripts(const RAI_BackendDescriptor *d) {
+    return d->size >= RAI_DESCRIPTOR_SIZE_1_1 && d->script_create && d->script_free &&
+           d->script_run;
+}
+
 const RAI_LoadedBackend *Backend_Loaded(RAI_BackendKind kind) {
     return loaded[kind].desc ? &loaded[kind] : NULL;
 }

@@ -28,6 +28,8 @@ int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RA
 /* The loaded backend of this kind, loading its default file from
  * BACKENDSPATH first if needed; NULL (after a log line) if that fails. */
 const RAI_BackendDescriptor *Backend_Get(RedisModuleCtx *ctx, RAI_BackendKind kind);
+/* Whether a descriptor carries the 1.1 script members. */
+int Backend_HasScripts(const RAI_BackendDescriptor *d);
 /* The loaded backend, or NULL; never loads. */
 const RAI_LoadedBackend *Backend_Loaded(RAI_BackendKind kind);
 

@@ -47,6 +47,24 @@ RAI_DagOp *Dag_AddOp(RAI_Dag *dag, RAI_DagOpKind kind) {
     return op;
 }
 
+void Dag_CopyStrings(RAI_StringList *list, RedisModuleString **argv, size_t n) {
+    list->n = n;
+    list->items = RedisModule_Alloc(sizeof(char *) * (n ? n : 1));
+    list->lens = RedisModule_Alloc(sizeof(size_t) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) {
+        const char *p = RedisModule_StringPtrLen(argv[i], &list->lens[i]);
+        list->items[i] = RedisModule_Alloc(list->lens[i] + 1);
+        memcpy(list->items[i], p, list->lens[i]);
+        list->items[i][list->lens[i]] = '\0';
+    }
+}
+
+static void freeStrings(RAI_StringList *list) {
+    for (size_t i = 0; i < list->n; i++) RedisModule_Free(list->items[i]);
+    if (list->items) RedisModule_Free(list->items);
+    if (list->lens) RedisModule_Free(list->lens);
+}
+
 void Dag_AddPersist(RAI_Dag *dag, RedisModuleString *key, size_t slot) {
     dag->persist =
         RedisModule_Realloc(dag->persist, sizeof(RAI_DagPersist) * (dag->npersist + 1));
@@ -61,6 +79,10 @@ void Dag_Free(RAI_Dag *dag) {
     for (size_t i = 0; i < dag->nops; i++) {
         RAI_DagOp *op = &dag->ops[i];
         Model_Release(op->model);
+        Script_Release(op->script);
+        if (op->function) RedisModule_Free(op->function);
+        freeStrings(&op->keys);
+        freeStrings(&op->args);
         if (op->inputs) RedisModule_Free(op->inputs);
         if (op->outputs) RedisModule_Free(op->outputs);
         Error_Clear(&op->err);
@@ -74,18 +96,46 @@ void Dag_Free(RAI_Dag *dag) {
 
 /* -------------------------------- workers --------------------------------- */
 
-static void runModelOp(RAI_Dag *dag, RAI_DagOp *op) {
+static int callBackend(RAI_DagOp *op, const RAI_RunInfo *info, RAI_Tensor **ins,
+                       RAI_Tensor **outs) {
+    if (op->kind == DAG_OP_MODEL) {
+        RAI_Model *m = op->model;
+        return m->be->model_run(m->handle, info, ins, op->ninputs, outs, op->noutputs, &op->err);
+    }
+    RAI_Script *s = op->script;
+    RAI_ScriptCall call = {
+        .size = sizeof(RAI_ScriptCall),
+        .function = op->function,
+        .entry_point = op->entry_point,
+        .inputs = ins,
+        .ninputs = op->ninputs,
+        .keys = (const char *const *)op->keys.items,
+        .key_lens = op->keys.lens,
+        .nkeys = op->keys.n,
+        .args = (const char *const *)op->args.items,
+        .arg_lens = op->args.lens,
+        .nargs = op->args.n,
+        .noutputs = op->noutputs,
+    };
+    return s->be->script_run(s->handle, info, &call, outs, &op->err);
+}
+
+static void runOp(RAI_Dag *dag, RAI_DagOp *op) {
     RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * (op->ninputs ? op->ninputs : 1));
     RAI_Tensor **outs = RedisModule_Calloc(op->noutputs ? op->noutputs : 1, sizeof(RAI_Tensor *));
     for (size_t i = 0; i < op->ninputs; i++) ins[i] = dag->slots[op->inputs[i]];
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
-    RAI_Model *m = op->model;
     long long start = nowUs();
-    int rc = m->be->model_run(m->handle, &info, ins, op->ninputs, outs, op->noutputs, &op->err);
+    int rc = callBackend(op, &info, ins, outs);
     op->duration_us = nowUs() - start;
     for (size_t i = 0; rc == 0 && i < op->noutputs; i++) {
         if (outs[i] == NULL) {
-            Error_Set(&op->err, "ERR Model did not generate the expected number of outputs");
+            if (op->kind == DAG_OP_MODEL) {
+                Error_Set(&op->err, "ERR Model did not generate the expected number of outputs");
+            } else {
+                Error_SetFmt(&op->err, "Function returned unexpected number of outputs - %s",
+                             op->function);
+            }
             rc = -1;
         }
     }
@@ -102,7 +152,7 @@ static void runModelOp(RAI_Dag *dag, RAI_DagOp *op) {
 }
 
 static RAI_RunQueue *opQueue(RAI_DagOp *op, RAI_RunQueue *current) {
-    return op->kind == DAG_OP_MODEL ? op->queue : current;
+    return op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT ? op->queue : current;
 }
 
 void Dag_RunStep(RAI_Dag *dag, RAI_RunQueue *q) {
@@ -118,8 +168,8 @@ void Dag_RunStep(RAI_Dag *dag, RAI_RunQueue *q) {
             RunQueue_Push(want, dag);
             return;
         }
-        if (op->kind == DAG_OP_MODEL) {
-            runModelOp(dag, op);
+        if (op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT) {
+            runOp(dag, op);
         } else {
             op->state = DAG_OP_DONE;
         }
@@ -215,7 +265,9 @@ int Dag_RefuseIfCannotBlock(RedisModuleCtx *ctx) {
 int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
     RAI_RunQueue *first = NULL;
     for (size_t i = 0; i < dag->nops && first == NULL; i++) {
-        if (dag->ops[i].kind == DAG_OP_MODEL) first = dag->ops[i].queue;
+        if (dag->ops[i].kind == DAG_OP_MODEL || dag->ops[i].kind == DAG_OP_SCRIPT) {
+            first = dag->ops[i].queue;
+        }
     }
     if (first == NULL) {
         RAI_Error err;

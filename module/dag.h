@@ -16,13 +16,22 @@
 #include "model.h"
 #include "redismodule.h"
 #include "run_queue.h"
+#include "script.h"
 #include "tensor.h"
 
 typedef enum RAI_DagOpKind {
     DAG_OP_TENSORSET, /* slot prefilled at parse time; nothing to run */
     DAG_OP_TENSORGET,
     DAG_OP_MODEL,
+    DAG_OP_SCRIPT,
 } RAI_DagOpKind;
+
+/* Strings a script op passes to its function (KEYS, ARGS), copied. */
+typedef struct RAI_StringList {
+    size_t n;
+    char **items;
+    size_t *lens;
+} RAI_StringList;
 
 typedef enum RAI_DagOpState {
     DAG_OP_PENDING,
@@ -33,7 +42,12 @@ typedef enum RAI_DagOpState {
 typedef struct RAI_DagOp {
     RAI_DagOpKind kind;
     RAI_DagOpState state;
-    RAI_Model *model; /* DAG_OP_MODEL: a reference */
+    RAI_Model *model;   /* DAG_OP_MODEL: a reference */
+    RAI_Script *script; /* DAG_OP_SCRIPT: a reference */
+    char *function;     /* DAG_OP_SCRIPT */
+    int entry_point;    /* DAG_OP_SCRIPT: function is one of the entry points */
+    RAI_StringList keys;
+    RAI_StringList args;
     RAI_RunQueue *queue;
     size_t ninputs;
     size_t *inputs; /* slot numbers */
@@ -69,6 +83,8 @@ void Dag_Free(RAI_Dag *dag);
 /* A new slot holding t (a reference the DAG takes over; may be NULL). */
 size_t Dag_AddSlot(RAI_Dag *dag, RAI_Tensor *t);
 RAI_DagOp *Dag_AddOp(RAI_Dag *dag, RAI_DagOpKind kind);
+/* Copies argv[0..n-1] into list. */
+void Dag_CopyStrings(RAI_StringList *list, RedisModuleString **argv, size_t n);
 /* Records that `key` receives slot's final tensor when the DAG succeeds. */
 void Dag_AddPersist(RAI_Dag *dag, RedisModuleString *key, size_t slot);
 

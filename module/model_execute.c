@@ -33,6 +33,12 @@ static int tokenIs(RedisModuleString *s, const char *word) {
     return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
 }
 
+/* A model that declares no outputs (TorchScript returning List[Tensor])
+ * takes any count; the backend checks what it produced. */
+static int outputCountMatches(const RAI_Model *m, long long n) {
+    return m->noutputs == 0 || (size_t)n == m->noutputs;
+}
+
 /* Output keys holding another type fail now, before a model runs for
  * nothing; the reply callback checks again when it stores. */
 static int checkOutputKeys(RedisModuleCtx *ctx, const ExecuteArgs *a, RAI_Error *err) {
@@ -156,7 +162,7 @@ int ModelExecute_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int
         msg = "ERR Output count must be a positive integer";
         goto fail;
     }
-    if ((size_t)a.noutputs != a.model->noutputs) {
+    if (!outputCountMatches(a.model, a.noutputs)) {
         msg = "Number of keys given as OUTPUTS here does not match model definition";
         goto fail;
     }
@@ -257,7 +263,7 @@ int ModelRun_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         msg = "Number of keys given as INPUTS here does not match model definition";
         goto fail;
     }
-    if ((size_t)a.noutputs != a.model->noutputs) {
+    if (!outputCountMatches(a.model, a.noutputs)) {
         msg = "Number of keys given as OUTPUTS here does not match model definition";
         goto fail;
     }

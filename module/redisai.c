@@ -14,6 +14,9 @@
 #include "model_type.h"
 #include "redismodule.h"
 #include "run_queue.h"
+#include "script_commands.h"
+#include "script_execute.h"
+#include "script_type.h"
 #include "tensor_commands.h"
 #include "tensor_type.h"
 
@@ -39,6 +42,12 @@ static const CommandSpec commands[] = {
     {"ai.modeldel", ModelDel_RedisCommand, "write", 1, 1, 1},
     {"ai.modelexecute", ModelExecute_RedisCommand, "write deny-oom getkeys-api", 4, 4, 1},
     {"ai.modelrun", ModelRun_RedisCommand, "write deny-oom getkeys-api", 3, 3, 1},
+    {"ai.scriptstore", ScriptStore_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"ai.scriptset", ScriptSet_RedisCommand, "write deny-oom", 1, 1, 1},
+    {"ai.scriptget", ScriptGet_RedisCommand, "readonly", 1, 1, 1},
+    {"ai.scriptdel", ScriptDel_RedisCommand, "write", 1, 1, 1},
+    {"ai.scriptexecute", ScriptExecute_RedisCommand, "write deny-oom getkeys-api", 5, 5, 1},
+    {"ai.scriptrun", ScriptRun_RedisCommand, "write deny-oom getkeys-api", 4, 4, 1},
     {"ai.config", Config_RedisCommand, "write", 0, 0, 0},
 };
 
@@ -64,7 +73,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS);
 
     if (TensorType_Register(ctx) != REDISMODULE_OK ||
-        ModelType_Register(ctx) != REDISMODULE_OK) {
+        ModelType_Register(ctx) != REDISMODULE_OK || ScriptType_Register(ctx) != REDISMODULE_OK) {
         RedisModule_Log(ctx, "warning", "could not register the RedisAI data types");
         return REDISMODULE_ERR;
     }

@@ -1,0 +1,50 @@
+/*
+ * script.h - a stored TorchScript script: source, entry points, and the
+ * handle the backend compiled. Reference-counted like models.
+ */
+#ifndef REDISAI_SCRIPT_H
+#define REDISAI_SCRIPT_H
+
+#include <stddef.h>
+
+#include "backend_abi.h"
+#include "error.h"
+#include "redismodule.h"
+
+struct RAI_RunQueue;
+
+typedef struct RAI_Script {
+    long refcount; /* atomic */
+    const RAI_BackendDescriptor *be;
+    void *handle;
+    char *device_str;
+    RAI_DeviceKind device;
+    int64_t device_id;
+    char *tag;
+    size_t tag_len;
+    char *source;
+    size_t source_len;
+    size_t nentry_points;
+    char **entry_points;
+    struct RAI_RunQueue *queue;
+} RAI_Script;
+
+typedef struct RAI_ScriptParams {
+    const char *device_str;
+    const char *tag;
+    size_t tag_len;
+    const char *source;
+    size_t source_len;
+    size_t nentry_points;
+    const char *const *entry_points;
+} RAI_ScriptParams;
+
+/* Compiles through the TORCH backend (loaded lazily). NULL after err. */
+RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Error *err);
+RAI_Script *Script_Retain(RAI_Script *s);
+void Script_Release(RAI_Script *s);
+/* A new reference to the script at keyname, or NULL after err. */
+RAI_Script *Script_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err);
+int Script_IsEntryPoint(const RAI_Script *s, const char *fn);
+
+#endif

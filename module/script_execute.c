@@ -1,0 +1,300 @@
+/*
+ * script_execute.c - AI.SCRIPTEXECUTE and AI.SCRIPTRUN (spec 8.5-8.7).
+ *
+ * Both parse into ScriptArgs (script, function, KEYS, INPUTS, ARGS,
+ * OUTPUTS, timeout), then startScript() snapshots the input tensors and
+ * starts a one-op DAG, as model_execute.c does for models.
+ */
+#include "script_execute.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "dag.h"
+#include "script.h"
+#include "tensor_commands.h"
+#include "tensor_type.h"
+
+#define WRONGTYPE_MSG "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+typedef struct ArgList {
+    RedisModuleString **argv;
+    long long n;
+} ArgList;
+
+typedef struct ScriptArgs {
+    RAI_Script *script;
+    RedisModuleString *function;
+    ArgList keys, inputs, args, outputs;
+    long long timeout;
+} ScriptArgs;
+
+static int tokenIs(RedisModuleString *s, const char *word) {
+    return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
+}
+
+/* Consumes the script reference in a. */
+static int startScript(RedisModuleCtx *ctx, ScriptArgs *a) {
+    RAI_Error err;
+    Error_Init(&err);
+    RAI_Dag *dag = Dag_New();
+    dag->single_op = 1;
+    dag->timeout_ms = a->timeout;
+    RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_SCRIPT);
+    op->script = a->script;
+    op->queue = a->script->queue;
+    op->function = RedisModule_Strdup(RedisModule_StringPtrLen(a->function, NULL));
+    op->entry_point = Script_IsEntryPoint(a->script, op->function);
+    Dag_CopyStrings(&op->keys, a->keys.argv, (size_t)a->keys.n);
+    Dag_CopyStrings(&op->args, a->args.argv, (size_t)a->args.n);
+    op->ninputs = (size_t)a->inputs.n;
+    op->inputs = RedisModule_Alloc(sizeof(size_t) * (op->ninputs ? op->ninputs : 1));
+    op->noutputs = (size_t)a->outputs.n;
+    op->outputs = RedisModule_Alloc(sizeof(size_t) * (op->noutputs ? op->noutputs : 1));
+    for (long long i = 0; i < a->inputs.n; i++) {
+        RAI_Tensor *t = Tensor_FromKey(ctx, a->inputs.argv[i], &err);
+        if (t == NULL) goto fail;
+        op->inputs[i] = Dag_AddSlot(dag, t);
+    }
+    for (long long i = 0; i < a->outputs.n; i++) {
+        RedisModuleKey *key = RedisModule_OpenKey(ctx, a->outputs.argv[i], REDISMODULE_READ);
+        int bad = RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY &&
+                  RedisModule_ModuleTypeGetType(key) != RAI_TensorType;
+        RedisModule_CloseKey(key);
+        if (bad) {
+            Error_Set(&err, WRONGTYPE_MSG);
+            goto fail;
+        }
+        op->outputs[i] = Dag_AddSlot(dag, NULL);
+        Dag_AddPersist(dag, a->outputs.argv[i], op->outputs[i]);
+    }
+    return Dag_Start(ctx, dag);
+
+fail:
+    RedisModule_ReplyWithError(ctx, Error_Message(&err));
+    Error_Clear(&err);
+    Dag_Free(dag);
+    return REDISMODULE_OK;
+}
+
+/* ----------------------------- SCRIPTEXECUTE ------------------------------ */
+
+typedef struct Scope {
+    const char *name;
+    const char *count_error; /* count not an integer */
+    const char *short_error; /* fewer items than the count */
+} Scope;
+
+static const Scope scopes[] = {
+    {"INPUTS", "ERR Invalid argument for inputs count in AI.SCRIPTEXECUTE",
+     "ERR number of inputs to AI.SCRIPTEXECUTE command does not match the number of given "
+     "arguments"},
+    {"ARGS", "ERR Invalid argument for keys count in AI.SCRIPTEXECUTE",
+     "ERR number of args to AI.SCRIPTEXECUTE command does not match the number of given "
+     "arguments"},
+    {"OUTPUTS", "ERR Invalid argument for outputs count in AI.SCRIPTEXECUTE",
+     "ERR number of outputs to AI.SCRIPTEXECUTE command does not match the number of given "
+     "arguments"},
+};
+
+/* Parses argv[3..] into a. Returns NULL, or the error text (in err when it
+ * had to be formatted). */
+static const char *parseScriptExecute(RedisModuleString **argv, int argc, ScriptArgs *a,
+                                      RAI_Error *err) {
+    if (argc < 4 || !(tokenIs(argv[3], "KEYS") || tokenIs(argv[3], "INPUTS"))) {
+        return "ERR KEYS or INPUTS scope must be provided first for AI.SCRIPTEXECUTE command";
+    }
+    int seen_keys = 0, seen[3] = {0, 0, 0};
+    ArgList *lists[3] = {&a->inputs, &a->args, &a->outputs};
+    int pos = 3;
+    while (pos < argc) {
+        RedisModuleString *tok = argv[pos];
+        if (tokenIs(tok, "KEYS")) {
+            if (seen_keys) return "ERR Already Encountered KEYS scope in AI.SCRIPTEXECUTE command";
+            seen_keys = 1;
+            if (argc - pos - 1 < 2) return "ERR Missing arguments after KEYS keyword";
+            long long n;
+            if (RedisModule_StringToLongLong(argv[pos + 1], &n) != REDISMODULE_OK || n <= 0) {
+                return "ERR Invalid or negative value found in number of KEYS";
+            }
+            if (n > argc - pos - 2) {
+                return "ERR Number of pre declared KEYS to be used in the command does not match "
+                       "the number of given arguments";
+            }
+            a->keys = (ArgList){.argv = argv + pos + 2, .n = n};
+            pos += 2 + (int)n;
+            continue;
+        }
+        int s = -1;
+        for (int i = 0; i < 3; i++) {
+            if (tokenIs(tok, scopes[i].name)) s = i;
+        }
+        if (s >= 0) {
+            if (seen[s]) {
+                Error_SetFmt(err, "ERR Already Encountered %s scope in AI.SCRIPTEXECUTE command",
+                             scopes[s].name);
+                return Error_Message(err);
+            }
+            seen[s] = 1;
+            if (pos + 1 >= argc) return "ERR Invalid arguments provided to AI.SCRIPTEXECUTE";
+            long long n;
+            if (RedisModule_StringToLongLong(argv[pos + 1], &n) != REDISMODULE_OK) {
+                return scopes[s].count_error;
+            }
+            if (n < 0) n = 0;
+            if (n > argc - pos - 2) return scopes[s].short_error;
+            *lists[s] = (ArgList){.argv = argv + pos + 2, .n = n};
+            pos += 2 + (int)n;
+            continue;
+        }
+        if (tokenIs(tok, "TIMEOUT")) {
+            if (pos + 1 >= argc) return "ERR No value provided for TIMEOUT in AI.SCRIPTEXECUTE";
+            if (RedisModule_StringToLongLong(argv[pos + 1], &a->timeout) != REDISMODULE_OK ||
+                a->timeout <= 0) {
+                return "ERR Invalid value for TIMEOUT";
+            }
+            if (pos + 2 < argc) return "ERR Encountered problem parsing AI.SCRIPTEXECUTE";
+            break;
+        }
+        Error_SetFmt(err, "ERR Invalid AI.SCRIPTEXECUTE command. Unexpected argument: %s",
+                     RedisModule_StringPtrLen(tok, NULL));
+        return Error_Message(err);
+    }
+    return NULL;
+}
+
+static void scriptExecuteKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    RedisModule_KeyAtPos(ctx, 1);
+    int pos = 3;
+    while (pos + 1 < argc) {
+        int is_keys = tokenIs(argv[pos], "KEYS"), is_in = tokenIs(argv[pos], "INPUTS");
+        int is_out = tokenIs(argv[pos], "OUTPUTS"), is_args = tokenIs(argv[pos], "ARGS");
+        long long n;
+        if (!(is_keys || is_in || is_out || is_args) ||
+            RedisModule_StringToLongLong(argv[pos + 1], &n) != REDISMODULE_OK) {
+            return;
+        }
+        if (n < 0) n = 0;
+        for (long long i = 0; i < n && pos + 2 + i < argc; i++) {
+            if (!is_args) RedisModule_KeyAtPos(ctx, (int)(pos + 2 + i));
+        }
+        pos += 2 + (int)n;
+    }
+}
+
+/* AI.SCRIPTEXECUTE key function [KEYS n k...] [INPUTS n t...] [ARGS n a...]
+ *   [OUTPUTS n o...] [TIMEOUT ms] */
+int ScriptExecute_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (RedisModule_IsKeysPositionRequest(ctx)) {
+        scriptExecuteKeys(ctx, argv, argc);
+        return REDISMODULE_OK;
+    }
+    if (Dag_RefuseIfCannotBlock(ctx)) return REDISMODULE_OK;
+    if (argc < 3) {
+        return RedisModule_ReplyWithError(
+            ctx, "ERR wrong number of arguments for 'AI.SCRIPTEXECUTE' command");
+    }
+    RAI_Error err;
+    Error_Init(&err);
+    ScriptArgs a = {.function = argv[2]};
+    a.script = Script_FromKey(ctx, argv[1], &err);
+    const char *msg = a.script ? parseScriptExecute(argv, argc, &a, &err) : Error_Message(&err);
+    if (msg) {
+        RedisModule_ReplyWithError(ctx, msg);
+        Error_Clear(&err);
+        Script_Release(a.script);
+        return REDISMODULE_OK;
+    }
+    return startScript(ctx, &a);
+}
+
+/* ------------------------------- SCRIPTRUN -------------------------------- */
+
+static const char *parseScriptRun(RedisModuleString **argv, int argc, ScriptArgs *a) {
+    enum { NONE, IN_INPUTS, IN_OUTPUTS } section = NONE;
+    int seen_inputs = 0, seen_outputs = 0, seen_timeout = 0, seen_var = 0;
+    /* Inputs and outputs are collected as index lists into argv, since `$`
+     * and TIMEOUT may sit between them. */
+    a->inputs.argv = RedisModule_Alloc(sizeof(RedisModuleString *) * argc);
+    a->outputs.argv = RedisModule_Alloc(sizeof(RedisModuleString *) * argc);
+    for (int pos = 3; pos < argc; pos++) {
+        RedisModuleString *tok = argv[pos];
+        if (tokenIs(tok, "TIMEOUT")) {
+            if (seen_timeout) return "ERR Already encountered an TIMEOUT section in SCRIPTRUN";
+            seen_timeout = 1;
+            if (pos + 1 >= argc ||
+                RedisModule_StringToLongLong(argv[pos + 1], &a->timeout) != REDISMODULE_OK ||
+                a->timeout <= 0) {
+                return "ERR Invalid value for TIMEOUT";
+            }
+            pos++;
+        } else if (tokenIs(tok, "INPUTS")) {
+            if (seen_outputs) return "ERR Already encountered an INPUTS section in SCRIPTRUN";
+            if (seen_inputs) return "ERR Already encountered an INPUTS keyword in SCRIPTRUN";
+            seen_inputs = 1;
+            section = IN_INPUTS;
+        } else if (tokenIs(tok, "OUTPUTS")) {
+            if (seen_outputs) return "ERR Already encountered an OUTPUTS keyword in SCRIPTRUN";
+            seen_outputs = 1;
+            section = IN_OUTPUTS;
+        } else if (!strcmp(RedisModule_StringPtrLen(tok, NULL), "$")) {
+            if (section != IN_INPUTS) {
+                return "ERR Encountered a variable size list of tensors outside of input section";
+            }
+            if (seen_var) return "ERR Already encountered a variable size list of tensors";
+            seen_var = 1;
+        } else if (section == IN_INPUTS) {
+            a->inputs.argv[a->inputs.n++] = tok;
+        } else if (section == IN_OUTPUTS) {
+            a->outputs.argv[a->outputs.n++] = tok;
+        } else {
+            return "ERR Unrecongnized parameter to SCRIPTRUN";
+        }
+    }
+    return NULL;
+}
+
+static void scriptRunKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    RedisModule_KeyAtPos(ctx, 1);
+    int in_lists = 0;
+    for (int pos = 3; pos < argc; pos++) {
+        if (tokenIs(argv[pos], "TIMEOUT")) {
+            pos++;
+        } else if (tokenIs(argv[pos], "INPUTS")) {
+            in_lists = 1;
+        } else if (in_lists && !tokenIs(argv[pos], "OUTPUTS") &&
+                   strcmp(RedisModule_StringPtrLen(argv[pos], NULL), "$")) {
+            RedisModule_KeyAtPos(ctx, pos);
+        }
+    }
+}
+
+/* AI.SCRIPTRUN key function [TIMEOUT ms] [INPUTS in... [$ in...]] [OUTPUTS out...] */
+int ScriptRun_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (RedisModule_IsKeysPositionRequest(ctx)) {
+        scriptRunKeys(ctx, argv, argc);
+        return REDISMODULE_OK;
+    }
+    if (Dag_RefuseIfCannotBlock(ctx)) return REDISMODULE_OK;
+    if (argc < 3) {
+        return RedisModule_ReplyWithError(ctx,
+                                          "ERR wrong number of arguments for 'AI.SCRIPTRUN' command");
+    }
+    RAI_Error err;
+    Error_Init(&err);
+    ScriptArgs a = {.function = argv[2]};
+    a.script = Script_FromKey(ctx, argv[1], &err);
+    const char *msg = a.script ? parseScriptRun(argv, argc, &a) : Error_Message(&err);
+    int rc;
+    if (msg) {
+        RedisModule_ReplyWithError(ctx, msg);
+        Script_Release(a.script);
+        rc = REDISMODULE_OK;
+    } else {
+        rc = startScript(ctx, &a);
+    }
+    Error_Clear(&err);
+    if (a.inputs.argv) RedisModule_Free(a.inputs.argv);
+    if (a.outputs.argv) RedisModule_Free(a.outputs.argv);
+    return rc;
+}
