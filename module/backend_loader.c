@@ -113,10 +113,11 @@ int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RA
         if (why == NULL) why = "unknown error";
         /* dlerror names the file itself unless a library it NEEDs is the
          * one missing; then name ours too. */
+        const char *note = kind == RAI_BACKEND_TFLITE ? RAI_TFLITE_UNAVAILABLE : "";
         if (strstr(why, full)) {
-            Error_SetFmt(err, "dlopen failed: %s", why);
+            Error_SetFmt(err, "dlopen failed: %s%s", why, note);
         } else {
-            Error_SetFmt(err, "%s: dlopen failed: %s", full, why);
+            Error_SetFmt(err, "%s: dlopen failed: %s%s", full, why, note);
         }
         RedisModule_Free(full);
         return REDISMODULE_ERR;

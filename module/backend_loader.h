@@ -12,6 +12,12 @@
 
 #define RAI_BACKEND_KINDS 4
 
+/* Why TFLITE fails to load here, appended to its load errors: TFLITE is
+ * parsed everywhere, but this project builds no TFLITE backend. */
+#define RAI_TFLITE_UNAVAILABLE                                                              \
+    " (this build has no TFLITE backend: no package registry reachable here ships a "      \
+    "TensorFlow Lite C library with headers)"
+
 typedef struct RAI_LoadedBackend {
     const RAI_BackendDescriptor *desc; /* NULL while not loaded */
     char *path;

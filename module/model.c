@@ -26,7 +26,11 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
     const RAI_BackendDescriptor *be = Backend_Get(ctx, p->backend);
     if (be == NULL) {
         RedisModule_Free(blob);
-        Error_Set(err, "ERR Could not load backend");
+        if (p->backend == RAI_BACKEND_TFLITE) {
+            Error_Set(err, "ERR Could not load backend: TFLITE" RAI_TFLITE_UNAVAILABLE);
+        } else {
+            Error_Set(err, "ERR Could not load backend");
+        }
         return NULL;
     }
     RAI_RunQueue *queue = RunQueue_Ensure(p->device_str, err);

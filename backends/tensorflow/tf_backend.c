@@ -20,6 +20,19 @@
 
 static const RAI_HostApi *host;
 
+/* RunOptions { inter_op_thread_pool: -1 }: run the graph's ops in the
+ * calling worker thread instead of handing each one to TF's inter-op pool.
+ * Our workers are already a thread pool per device; for small graphs the
+ * hand-offs cost more than the ops. Used unless INTER_OP_PARALLELISM was
+ * set, which asks for TF's own pool. Intra-op threads work either way. */
+static const uint8_t inline_run_options_bytes[] = {
+    0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+static TF_Buffer inline_run_options_buf = {
+    .data = inline_run_options_bytes,
+    .length = sizeof(inline_run_options_bytes),
+};
+static TF_Buffer *const inline_run_options = &inline_run_options_buf;
+
 typedef struct TFModel {
     TF_Graph *graph;
     TF_Session *session;
@@ -284,7 +297,9 @@ static int tf_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const
         }
     }
 
-    TF_SessionRun(m->session, NULL, m->inputs, in, (int)ninputs, m->outputs, out, (int)noutputs,
+    TF_Buffer *run_options =
+        host->config_get(RAI_CONFIG_INTER_OP_PARALLELISM) > 0 ? NULL : inline_run_options;
+    TF_SessionRun(m->session, run_options, m->inputs, in, (int)ninputs, m->outputs, out, (int)noutputs,
                   NULL, 0, NULL, status);
     if (TF_GetCode(status) != TF_OK) {
         /* TF's own text, e.g. "Incompatible shapes: [2,2] vs. [3] ...". */
