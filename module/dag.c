@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "run_stats.h"
 #include "tensor_commands.h"
 
 static long long nowMs(void) {
@@ -218,6 +219,28 @@ static void replyOp(RedisModuleCtx *ctx, RAI_Dag *dag, size_t i) {
     }
 }
 
+/* spec 10: on success calls, run time and (models) dim 0 of output 0; on
+ * error calls and errors; ops that never ran count nothing. */
+static void updateStats(RAI_Dag *dag) {
+    for (size_t i = 0; i < dag->nops; i++) {
+        RAI_DagOp *op = &dag->ops[i];
+        RAI_RunStats *s = op->kind == DAG_OP_MODEL    ? op->model->stats
+                          : op->kind == DAG_OP_SCRIPT ? op->script->stats
+                                                      : NULL;
+        if (s == NULL || op->state == DAG_OP_PENDING) continue;
+        s->calls++;
+        if (op->state == DAG_OP_FAILED) {
+            s->errors++;
+            continue;
+        }
+        s->duration_us += op->duration_us;
+        if (op->kind == DAG_OP_MODEL && op->noutputs > 0) {
+            RAI_Tensor *t = dag->slots[op->outputs[0]];
+            if (t && t->ndims > 0) s->samples += t->dims[0];
+        }
+    }
+}
+
 static int Dag_ReplyCallback(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     REDISMODULE_NOT_USED(argv);
     REDISMODULE_NOT_USED(argc);
@@ -247,9 +270,13 @@ static int Dag_ReplyCallback(RedisModuleCtx *ctx, RedisModuleString **argv, int 
     return REDISMODULE_OK;
 }
 
+/* Runs after the reply callback, or alone when the client went away: the
+ * runs happened either way, so they are counted here. */
 static void Dag_FreeCallback(RedisModuleCtx *ctx, void *privdata) {
     REDISMODULE_NOT_USED(ctx);
-    Dag_Free(privdata);
+    RAI_Dag *dag = privdata;
+    if (!dag->timed_out) updateStats(dag);
+    Dag_Free(dag);
 }
 
 int Dag_RefuseIfCannotBlock(RedisModuleCtx *ctx) {

@@ -195,7 +195,14 @@ static int hostModelExecute(const char *key, size_t key_len, RAI_Tensor *const *
             }
         }
     }
+    /* The key may have been deleted meanwhile: a last release frees the
+     * model's statistics, which only the main thread (or a lock holder)
+     * may touch. */
+    ctx = RedisModule_GetThreadSafeContext(NULL);
+    RedisModule_ThreadSafeContextLock(ctx);
     Model_Release(m);
+    RedisModule_ThreadSafeContextUnlock(ctx);
+    RedisModule_FreeThreadSafeContext(ctx);
     return rc;
 }
 

@@ -8,6 +8,7 @@
 #include "backend_loader.h"
 #include "model_type.h"
 #include "run_queue.h"
+#include "run_stats.h"
 
 static char **copyNames(size_t n, const char *const *names) {
     char **out = RedisModule_Alloc(sizeof(char *) * (n ? n : 1));
@@ -105,12 +106,18 @@ void Model_Release(RAI_Model *m) {
     if (m == NULL) return;
     if (__atomic_sub_fetch(&m->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
     m->be->model_free(m->handle);
+    RunStats_Free(m->stats);
     freeNames(m->ninputs, m->inputs);
     freeNames(m->noutputs, m->outputs);
     RedisModule_Free(m->device_str);
     RedisModule_Free(m->tag);
     RedisModule_Free(m->blob);
     RedisModule_Free(m);
+}
+
+void Model_RegisterStats(RAI_Model *m, RedisModuleString *keyname) {
+    RunStats_Free(m->stats);
+    m->stats = RunStats_Register(keyname, 0, m->backend, m->device_str, m->tag, m->tag_len);
 }
 
 RAI_Model *Model_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err) {

@@ -13,6 +13,7 @@
 #include "redismodule.h"
 
 struct RAI_RunQueue;
+struct RAI_RunStats;
 
 typedef struct RAI_Model {
     long refcount; /* atomic */
@@ -34,6 +35,7 @@ typedef struct RAI_Model {
     char *blob;
     size_t blob_len;
     struct RAI_RunQueue *queue;
+    struct RAI_RunStats *stats; /* set once stored at a key */
 } RAI_Model;
 
 /* Everything MODELSTORE/MODELSET and RDB load gather before building. */
@@ -58,7 +60,10 @@ typedef struct RAI_ModelParams {
 RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blob,
                         size_t blob_len, RAI_Error *err);
 RAI_Model *Model_Retain(RAI_Model *m);
+/* Main thread only once the model has stats (it is, or was, at a key). */
 void Model_Release(RAI_Model *m);
+/* Gives the model fresh statistics under keyname. */
+void Model_RegisterStats(RAI_Model *m, RedisModuleString *keyname);
 
 /* Reads the model at keyname (a new reference), or NULL after err:
  * `ERR model key is empty` or WRONGTYPE. */

@@ -87,6 +87,7 @@ static int storeModel(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Model
         Model_Release(m);
         return replyErr(ctx, WRONGTYPE_MSG);
     }
+    Model_RegisterStats(m, keyname);
     RedisModule_ModuleTypeSetValue(key, RAI_ModelType, m);
     RedisModule_CloseKey(key);
     RedisModule_ReplicateVerbatim(ctx);

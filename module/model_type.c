@@ -116,6 +116,8 @@ static void *ModelRdbLoad(RedisModuleIO *io, int encver) {
                                Backend_KindName(backend), Error_Message(&err));
         goto ioerr;
     }
+    const RedisModuleString *keyname = RedisModule_GetKeyNameFromIO(io);
+    if (keyname) Model_RegisterStats(m, (RedisModuleString *)keyname);
     goto done;
 
 ioerr:

@@ -11,9 +11,11 @@
 #include "config.h"
 #include "model_commands.h"
 #include "model_execute.h"
+#include "module_info.h"
 #include "model_type.h"
 #include "redismodule.h"
 #include "run_queue.h"
+#include "run_stats.h"
 #include "script_commands.h"
 #include "script_execute.h"
 #include "script_type.h"
@@ -48,6 +50,9 @@ static const CommandSpec commands[] = {
     {"ai.scriptdel", ScriptDel_RedisCommand, "write", 1, 1, 1},
     {"ai.scriptexecute", ScriptExecute_RedisCommand, "write deny-oom getkeys-api", 5, 5, 1},
     {"ai.scriptrun", ScriptRun_RedisCommand, "write deny-oom getkeys-api", 4, 4, 1},
+    {"ai.info", Info_RedisCommand, "readonly", 1, 1, 1},
+    {"ai._modelscan", ModelScan_RedisCommand, "readonly", 0, 0, 0},
+    {"ai._scriptscan", ScriptScan_RedisCommand, "readonly", 0, 0, 0},
     {"ai.config", Config_RedisCommand, "write", 0, 0, 0},
 };
 
@@ -86,6 +91,11 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         }
     }
 
+    if (RedisModule_RegisterInfoFunc(ctx, ModuleInfo_Callback) == REDISMODULE_ERR) {
+        RedisModule_Log(ctx, "warning", "could not register the INFO callback");
+        return REDISMODULE_ERR;
+    }
+    RunStats_Init();
     Config_Init(modulePath());
     if (Config_ApplyLoadArgs(ctx, argv, argc) != REDISMODULE_OK) return REDISMODULE_ERR;
 

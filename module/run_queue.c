@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "config.h"
 #include "dag.h"
@@ -78,6 +79,23 @@ void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag) {
     q->tail = item;
     pthread_cond_signal(&q->ready);
     pthread_mutex_unlock(&q->lock);
+}
+
+void RunQueue_InfoCpu(RedisModuleInfoCtx *ctx) {
+    for (RAI_RunQueue *q = queues; q; q = q->next) {
+        for (int i = 0; i < q->nthreads; i++) {
+            char field[96], value[64];
+            snprintf(field, sizeof(field), "queue_%s_bthread_n%d_used_cpu_total", q->name, i + 1);
+            clockid_t cid;
+            struct timespec ts;
+            if (pthread_getcpuclockid(q->threads[i], &cid) == 0 && clock_gettime(cid, &ts) == 0) {
+                snprintf(value, sizeof(value), "%ld.%06ld", (long)ts.tv_sec, ts.tv_nsec / 1000);
+            } else {
+                snprintf(value, sizeof(value), "N/A");
+            }
+            RedisModule_InfoAddFieldCString(ctx, field, value);
+        }
+    }
 }
 
 RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err) {

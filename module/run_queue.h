@@ -7,6 +7,7 @@
 #define REDISAI_RUN_QUEUE_H
 
 #include "error.h"
+#include "redismodule.h"
 
 struct RAI_Dag;
 typedef struct RAI_RunQueue RAI_RunQueue;
@@ -19,5 +20,7 @@ void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag);
 const char *RunQueue_Name(const RAI_RunQueue *q);
 /* Index of the calling worker within its queue, -1 off the workers. */
 int RunQueue_WorkerIndex(void);
+/* INFO fields ai_queue_<DEVICE>_bthread_n<i>_used_cpu_total. Main thread. */
+void RunQueue_InfoCpu(RedisModuleInfoCtx *ctx);
 
 #endif

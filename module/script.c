@@ -8,6 +8,7 @@
 #include "backend_loader.h"
 #include "device.h"
 #include "run_queue.h"
+#include "run_stats.h"
 #include "script_type.h"
 
 RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Error *err) {
@@ -78,12 +79,18 @@ void Script_Release(RAI_Script *s) {
     if (s == NULL) return;
     if (__atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
     s->be->script_free(s->handle);
+    RunStats_Free(s->stats);
     for (size_t i = 0; i < s->nentry_points; i++) RedisModule_Free(s->entry_points[i]);
     RedisModule_Free(s->entry_points);
     RedisModule_Free(s->device_str);
     RedisModule_Free(s->tag);
     RedisModule_Free(s->source);
     RedisModule_Free(s);
+}
+
+void Script_RegisterStats(RAI_Script *s, RedisModuleString *keyname) {
+    RunStats_Free(s->stats);
+    s->stats = RunStats_Register(keyname, 1, RAI_BACKEND_TORCH, s->device_str, s->tag, s->tag_len);
 }
 
 RAI_Script *Script_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err) {

@@ -12,6 +12,7 @@
 #include "redismodule.h"
 
 struct RAI_RunQueue;
+struct RAI_RunStats;
 
 typedef struct RAI_Script {
     long refcount; /* atomic */
@@ -27,6 +28,7 @@ typedef struct RAI_Script {
     size_t nentry_points;
     char **entry_points;
     struct RAI_RunQueue *queue;
+    struct RAI_RunStats *stats; /* set once stored at a key */
 } RAI_Script;
 
 typedef struct RAI_ScriptParams {
@@ -42,7 +44,9 @@ typedef struct RAI_ScriptParams {
 /* Compiles through the TORCH backend (loaded lazily). NULL after err. */
 RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Error *err);
 RAI_Script *Script_Retain(RAI_Script *s);
+/* Main thread only once the script has stats. */
 void Script_Release(RAI_Script *s);
+void Script_RegisterStats(RAI_Script *s, RedisModuleString *keyname);
 /* A new reference to the script at keyname, or NULL after err. */
 RAI_Script *Script_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err);
 int Script_IsEntryPoint(const RAI_Script *s, const char *fn);

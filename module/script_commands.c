@@ -34,6 +34,7 @@ static int storeScript(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Scri
         Script_Release(s);
         return RedisModule_ReplyWithError(ctx, WRONGTYPE_MSG);
     }
+    Script_RegisterStats(s, keyname);
     RedisModule_ModuleTypeSetValue(key, RAI_ScriptType, s);
     RedisModule_CloseKey(key);
     RedisModule_ReplicateVerbatim(ctx);

@@ -66,6 +66,8 @@ static void *ScriptRdbLoad(RedisModuleIO *io, int encver) {
                                Error_Message(&err));
         goto ioerr;
     }
+    const RedisModuleString *keyname = RedisModule_GetKeyNameFromIO(io);
+    if (keyname) Script_RegisterStats(s, (RedisModuleString *)keyname);
     goto done;
 ioerr:
     RedisModule_LogIOError(io, "warning", "Experienced a short read while reading a script from RDB");

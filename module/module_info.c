@@ -1,0 +1,90 @@
+/*
+ * module_info.c - the `ai_*` sections of INFO MODULES (spec 13), with two
+ * additions over RedisAI 1.2: every loaded backend reports its real
+ * framework version (Torch included, where 1.2 printed NA) and the path it
+ * was loaded from.
+ */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
+#include "module_info.h"
+
+#include <stdio.h>
+#include <sys/resource.h>
+
+#include "backend_loader.h"
+#include "config.h"
+#include "run_queue.h"
+#include "tensor_type.h"
+
+#ifndef REDISAI_VERSION_STRING
+#define REDISAI_VERSION_STRING "1.3.0"
+#endif
+#ifndef REDISAI_GIT_SHA
+#define REDISAI_GIT_SHA "unknown"
+#endif
+
+/* Field-name prefix of each backend kind, as 1.2 named them. */
+static const char *backend_fields[RAI_BACKEND_KINDS] = {
+    [RAI_BACKEND_TF] = "TensorFlow",
+    [RAI_BACKEND_TFLITE] = "TensorFlowLite",
+    [RAI_BACKEND_TORCH] = "Torch",
+    [RAI_BACKEND_ONNX] = "onnxruntime",
+};
+
+static void addTime(RedisModuleInfoCtx *ctx, const char *field, struct timeval tv) {
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%ld.%06ld", (long)tv.tv_sec, (long)tv.tv_usec);
+    RedisModule_InfoAddFieldCString(ctx, field, buf);
+}
+
+static void addCpu(RedisModuleInfoCtx *ctx) {
+    struct rusage self, children, thread;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &children);
+    addTime(ctx, "self_used_cpu_sys", self.ru_stime);
+    addTime(ctx, "self_used_cpu_user", self.ru_utime);
+    addTime(ctx, "children_used_cpu_sys", children.ru_stime);
+    addTime(ctx, "children_used_cpu_user", children.ru_utime);
+    /* The info callback runs on the main thread. Unlike 1.2, seconds and
+     * microseconds both come from the thread's own usage. */
+    if (getrusage(RUSAGE_THREAD, &thread) == 0) {
+        addTime(ctx, "main_thread_used_cpu_sys", thread.ru_stime);
+        addTime(ctx, "main_thread_used_cpu_user", thread.ru_utime);
+    } else {
+        RedisModule_InfoAddFieldCString(ctx, "main_thread_used_cpu_sys", "N/A");
+        RedisModule_InfoAddFieldCString(ctx, "main_thread_used_cpu_user", "N/A");
+    }
+    RunQueue_InfoCpu(ctx);
+}
+
+void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
+    REDISMODULE_NOT_USED(for_crash_report);
+    RedisModule_InfoAddSection(ctx, "versions");
+    RedisModule_InfoAddFieldCString(ctx, "RedisAI_version", REDISAI_VERSION_STRING);
+    RedisModule_InfoAddFieldLongLong(ctx, "low_level_API_version", 1);
+    RedisModule_InfoAddFieldLongLong(ctx, "rdb_version", RAI_ENC_VER);
+
+    RedisModule_InfoAddSection(ctx, "git");
+    RedisModule_InfoAddFieldCString(ctx, "git_sha", REDISAI_GIT_SHA);
+
+    RedisModule_InfoAddSection(ctx, "load_time_configs");
+    RedisModule_InfoAddFieldLongLong(ctx, "threads_per_queue", rai_config.threads_per_queue);
+    RedisModule_InfoAddFieldLongLong(ctx, "inter_op_parallelism", rai_config.inter_op_parallelism);
+    RedisModule_InfoAddFieldLongLong(ctx, "intra_op_parallelism", rai_config.intra_op_parallelism);
+    RedisModule_InfoAddFieldLongLong(ctx, "model_execution_timeout",
+                                     rai_config.model_execution_timeout);
+    RedisModule_InfoAddFieldLongLong(ctx, "backend_memory_limit", rai_config.backend_memory_limit);
+
+    RedisModule_InfoAddSection(ctx, "backends_info");
+    for (int k = 0; k < RAI_BACKEND_KINDS; k++) {
+        const RAI_LoadedBackend *b = Backend_Loaded((RAI_BackendKind)k);
+        if (b == NULL) continue;
+        char field[64];
+        snprintf(field, sizeof(field), "%s_version", backend_fields[k]);
+        RedisModule_InfoAddFieldCString(ctx, field, b->desc->framework_version);
+        snprintf(field, sizeof(field), "%s_path", backend_fields[k]);
+        RedisModule_InfoAddFieldCString(ctx, field, b->path);
+    }
+
+    RedisModule_InfoAddSection(ctx, "cpu");
+    addCpu(ctx);
+}

@@ -1,0 +1,108 @@
+/*
+ * run_stats.c - statistics entries, AI.INFO, AI._MODELSCAN, AI._SCRIPTSCAN.
+ */
+#include "run_stats.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "backend_loader.h"
+
+static RedisModuleDict *table = NULL;
+
+void RunStats_Init(void) {
+    if (table == NULL) table = RedisModule_CreateDict(NULL);
+}
+
+RAI_RunStats *RunStats_Register(RedisModuleString *key, int is_script, RAI_BackendKind backend,
+                                const char *device, const char *tag, size_t tag_len) {
+    RAI_RunStats *s = RedisModule_Calloc(1, sizeof(*s));
+    s->key = RedisModule_CreateStringFromString(NULL, key);
+    s->is_script = is_script;
+    s->backend = backend;
+    s->device = RedisModule_Strdup(device);
+    s->tag = RedisModule_Alloc(tag_len + 1);
+    memcpy(s->tag, tag, tag_len);
+    s->tag[tag_len] = '\0';
+    s->tag_len = tag_len;
+    RedisModule_DictReplace(table, s->key, s);
+    return s;
+}
+
+void RunStats_Free(RAI_RunStats *s) {
+    if (s == NULL) return;
+    if (RedisModule_DictGet(table, s->key, NULL) == s) RedisModule_DictDel(table, s->key, NULL);
+    RedisModule_FreeString(NULL, s->key);
+    RedisModule_Free(s->device);
+    RedisModule_Free(s->tag);
+    RedisModule_Free(s);
+}
+
+RAI_RunStats *RunStats_Find(RedisModuleString *key) {
+    return RedisModule_DictGet(table, key, NULL);
+}
+
+void RunStats_Reset(RAI_RunStats *s) {
+    s->duration_us = s->samples = s->calls = s->errors = 0;
+}
+
+/* AI.INFO key [RESETSTAT] */
+int Info_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2 || argc > 3) return RedisModule_WrongArity(ctx);
+    RAI_RunStats *s = RunStats_Find(argv[1]);
+    if (s == NULL) return RedisModule_ReplyWithError(ctx, "ERR cannot find run info for key");
+    if (argc == 3 && !strcasecmp(RedisModule_StringPtrLen(argv[2], NULL), "RESETSTAT")) {
+        RunStats_Reset(s);
+        return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    }
+    RedisModule_ReplyWithArray(ctx, 18);
+    RedisModule_ReplyWithCString(ctx, "key");
+    RedisModule_ReplyWithString(ctx, s->key);
+    RedisModule_ReplyWithCString(ctx, "type");
+    RedisModule_ReplyWithCString(ctx, s->is_script ? "SCRIPT" : "MODEL");
+    RedisModule_ReplyWithCString(ctx, "backend");
+    RedisModule_ReplyWithCString(ctx, Backend_KindName(s->backend));
+    RedisModule_ReplyWithCString(ctx, "device");
+    RedisModule_ReplyWithCString(ctx, s->device);
+    RedisModule_ReplyWithCString(ctx, "tag");
+    RedisModule_ReplyWithStringBuffer(ctx, s->tag, s->tag_len);
+    RedisModule_ReplyWithCString(ctx, "duration");
+    RedisModule_ReplyWithLongLong(ctx, s->duration_us);
+    RedisModule_ReplyWithCString(ctx, "samples");
+    RedisModule_ReplyWithLongLong(ctx, s->is_script ? -1 : s->samples);
+    RedisModule_ReplyWithCString(ctx, "calls");
+    RedisModule_ReplyWithLongLong(ctx, s->calls);
+    RedisModule_ReplyWithCString(ctx, "errors");
+    RedisModule_ReplyWithLongLong(ctx, s->errors);
+    return REDISMODULE_OK;
+}
+
+static int scan(RedisModuleCtx *ctx, int argc, int scripts, const char *what) {
+    if (argc != 1) return RedisModule_WrongArity(ctx);
+    RedisModule_Log(ctx, "warning", "%s is experimental and might be removed in future versions",
+                    what);
+    RedisModuleDictIter *it = RedisModule_DictIteratorStartC(table, "^", NULL, 0);
+    RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_ARRAY_LEN);
+    long n = 0;
+    RAI_RunStats *s;
+    while (RedisModule_DictNextC(it, NULL, (void **)&s)) {
+        if (s->is_script != scripts) continue;
+        RedisModule_ReplyWithArray(ctx, 2);
+        RedisModule_ReplyWithString(ctx, s->key);
+        RedisModule_ReplyWithStringBuffer(ctx, s->tag, s->tag_len);
+        n++;
+    }
+    RedisModule_DictIteratorStop(it);
+    RedisModule_ReplySetArrayLength(ctx, n);
+    return REDISMODULE_OK;
+}
+
+int ModelScan_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    REDISMODULE_NOT_USED(argv);
+    return scan(ctx, argc, 0, "MODELSCAN");
+}
+
+int ScriptScan_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    REDISMODULE_NOT_USED(argv);
+    return scan(ctx, argc, 1, "SCRIPTSCAN");
+}

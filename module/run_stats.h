@@ -1,0 +1,40 @@
+/*
+ * run_stats.h - per-key execution statistics (AI.INFO, spec 11). One entry
+ * per stored model or script, owned by that object and indexed by key name
+ * in a global table that spans all databases, as in RedisAI 1.2. A re-store
+ * at the same key indexes the new object's entry; the old one goes with its
+ * object. Main thread only.
+ */
+#ifndef REDISAI_RUN_STATS_H
+#define REDISAI_RUN_STATS_H
+
+#include "backend_abi.h"
+#include "redismodule.h"
+
+typedef struct RAI_RunStats {
+    RedisModuleString *key;
+    int is_script;
+    RAI_BackendKind backend;
+    char *device;
+    char *tag;
+    size_t tag_len;
+    long long duration_us;
+    long long samples;
+    long long calls;
+    long long errors;
+} RAI_RunStats;
+
+void RunStats_Init(void);
+/* A fresh, zeroed entry for key, indexed in place of any earlier one. */
+RAI_RunStats *RunStats_Register(RedisModuleString *key, int is_script, RAI_BackendKind backend,
+                                const char *device, const char *tag, size_t tag_len);
+/* Drops the entry (and its index, if it is still the indexed one). */
+void RunStats_Free(RAI_RunStats *s);
+RAI_RunStats *RunStats_Find(RedisModuleString *key);
+void RunStats_Reset(RAI_RunStats *s);
+
+int Info_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+int ModelScan_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+int ScriptScan_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+
+#endif
