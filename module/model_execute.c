@@ -13,21 +13,11 @@
 #include <strings.h>
 
 #include "dag.h"
-#include "model.h"
 #include "model_type.h"
 #include "tensor_commands.h"
 #include "tensor_type.h"
 
 #define WRONGTYPE_MSG "WRONGTYPE Operation against a key holding the wrong kind of value"
-
-typedef struct ExecuteArgs {
-    RAI_Model *model;
-    RedisModuleString **inputs;
-    long long ninputs;
-    RedisModuleString **outputs;
-    long long noutputs;
-    long long timeout;
-} ExecuteArgs;
 
 static int tokenIs(RedisModuleString *s, const char *word) {
     return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
@@ -38,6 +28,116 @@ static int tokenIs(RedisModuleString *s, const char *word) {
 static int outputCountMatches(const RAI_Model *m, long long n) {
     return m->noutputs == 0 || (size_t)n == m->noutputs;
 }
+
+static int fail(ExecuteArgs *a, RAI_Error *err, const char *msg) {
+    Error_Set(err, msg);
+    Model_Release(a->model);
+    a->model = NULL;
+    return REDISMODULE_ERR;
+}
+
+/* -------------------------------- parsing --------------------------------- */
+
+int ModelExecute_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int in_dag,
+                       ExecuteArgs *a, RAI_Error *err) {
+    memset(a, 0, sizeof(*a));
+    if (argc < 8) {
+        Error_Set(err, "ERR wrong number of arguments for 'AI.MODELEXECUTE' command");
+        return REDISMODULE_ERR;
+    }
+    a->model = Model_FromKey(ctx, argv[1], err);
+    if (a->model == NULL) return REDISMODULE_ERR;
+    if (!tokenIs(argv[2], "INPUTS")) return fail(a, err, "ERR INPUTS not specified");
+    if (RedisModule_StringToLongLong(argv[3], &a->ninputs) != REDISMODULE_OK) {
+        return fail(a, err, "ERR Invalid argument for input_count");
+    }
+    if (a->ninputs <= 0) return fail(a, err, "ERR Input count must be a positive integer");
+    if ((size_t)a->ninputs != a->model->ninputs) {
+        return fail(a, err, "Number of keys given as INPUTS here does not match model definition");
+    }
+    if (4 + a->ninputs > argc) {
+        return fail(a, err,
+                    "ERR number of input keys to AI.MODELEXECUTE command does not match the "
+                    "number of given arguments");
+    }
+    a->inputs = argv + 4;
+    int pos = 4 + (int)a->ninputs;
+    if (pos >= argc || !tokenIs(argv[pos], "OUTPUTS")) {
+        return fail(a, err, "ERR OUTPUTS not specified");
+    }
+    if (pos + 1 >= argc ||
+        RedisModule_StringToLongLong(argv[pos + 1], &a->noutputs) != REDISMODULE_OK) {
+        return fail(a, err, "ERR Invalid argument for output_count");
+    }
+    if (a->noutputs <= 0) return fail(a, err, "ERR Output count must be a positive integer");
+    if (!outputCountMatches(a->model, a->noutputs)) {
+        return fail(a, err, "Number of keys given as OUTPUTS here does not match model definition");
+    }
+    if (pos + 2 + a->noutputs > argc) {
+        return fail(a, err,
+                    "ERR number of output keys to AI.MODELEXECUTE command does not match the "
+                    "number of given arguments");
+    }
+    a->outputs = argv + pos + 2;
+    pos += 2 + (int)a->noutputs;
+    if (pos >= argc) return REDISMODULE_OK;
+    if (!tokenIs(argv[pos], "TIMEOUT")) {
+        Error_SetFmt(err, "Invalid argument: %s", RedisModule_StringPtrLen(argv[pos], NULL));
+        return fail(a, err, NULL);
+    }
+    if (pos + 1 >= argc) return fail(a, err, "ERR No value provided for TIMEOUT");
+    if (RedisModule_StringToLongLong(argv[pos + 1], &a->timeout) != REDISMODULE_OK ||
+        a->timeout <= 0) {
+        return fail(a, err, "ERR Invalid value for TIMEOUT");
+    }
+    if (pos + 2 < argc) {
+        Error_SetFmt(err, "Invalid argument: %s", RedisModule_StringPtrLen(argv[pos + 2], NULL));
+        return fail(a, err, NULL);
+    }
+    if (in_dag) return fail(a, err, "ERR TIMEOUT not allowed within a DAG command");
+    return REDISMODULE_OK;
+}
+
+int ModelRun_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int in_dag,
+                   ExecuteArgs *a, RAI_Error *err) {
+    memset(a, 0, sizeof(*a));
+    if (argc < 6) {
+        Error_Set(err, "ERR wrong number of arguments for 'AI.MODELRUN' command");
+        return REDISMODULE_ERR;
+    }
+    a->model = Model_FromKey(ctx, argv[1], err);
+    if (a->model == NULL) return REDISMODULE_ERR;
+    int pos = 2;
+    if (tokenIs(argv[pos], "TIMEOUT")) {
+        if (RedisModule_StringToLongLong(argv[pos + 1], &a->timeout) != REDISMODULE_OK ||
+            a->timeout <= 0) {
+            return fail(a, err, "ERR Invalid value for TIMEOUT");
+        }
+        if (in_dag) return fail(a, err, "ERR TIMEOUT not allowed within a DAG command");
+        pos += 2;
+    }
+    if (!tokenIs(argv[pos], "INPUTS")) return fail(a, err, "ERR INPUTS not specified");
+    int outputs_at = argc;
+    for (int i = pos + 1; i < argc; i++) {
+        if (tokenIs(argv[i], "OUTPUTS")) {
+            outputs_at = i;
+            break;
+        }
+    }
+    a->inputs = argv + pos + 1;
+    a->ninputs = outputs_at - pos - 1;
+    a->outputs = argv + outputs_at + 1;
+    a->noutputs = outputs_at < argc ? argc - outputs_at - 1 : 0;
+    if ((size_t)a->ninputs != a->model->ninputs) {
+        return fail(a, err, "Number of keys given as INPUTS here does not match model definition");
+    }
+    if (!outputCountMatches(a->model, a->noutputs)) {
+        return fail(a, err, "Number of keys given as OUTPUTS here does not match model definition");
+    }
+    return REDISMODULE_OK;
+}
+
+/* ------------------------------- execution -------------------------------- */
 
 /* Output keys holding another type fail now, before a model runs for
  * nothing; the reply callback checks again when it stores. */
@@ -89,7 +189,23 @@ fail:
     return REDISMODULE_OK;
 }
 
-/* ------------------------------ MODELEXECUTE ------------------------------ */
+typedef int (*ParseFn)(RedisModuleCtx *, RedisModuleString **, int, int, ExecuteArgs *,
+                       RAI_Error *);
+
+static int execute(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, ParseFn parse) {
+    if (Dag_RefuseIfCannotBlock(ctx)) return REDISMODULE_OK;
+    RAI_Error err;
+    Error_Init(&err);
+    ExecuteArgs a;
+    if (parse(ctx, argv, argc, 0, &a, &err) != REDISMODULE_OK) {
+        RedisModule_ReplyWithError(ctx, Error_Message(&err));
+        Error_Clear(&err);
+        return REDISMODULE_OK;
+    }
+    return startExecution(ctx, &a);
+}
+
+/* --------------------------------- keys ----------------------------------- */
 
 static void modelExecuteKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     RedisModule_KeyAtPos(ctx, 1);
@@ -105,105 +221,6 @@ static void modelExecuteKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int 
     }
 }
 
-/* AI.MODELEXECUTE key INPUTS n in... OUTPUTS m out... [TIMEOUT ms] */
-int ModelExecute_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    if (RedisModule_IsKeysPositionRequest(ctx)) {
-        modelExecuteKeys(ctx, argv, argc);
-        return REDISMODULE_OK;
-    }
-    if (Dag_RefuseIfCannotBlock(ctx)) return REDISMODULE_OK;
-    if (argc < 8) {
-        return RedisModule_ReplyWithError(
-            ctx, "ERR wrong number of arguments for 'AI.MODELEXECUTE' command");
-    }
-    RAI_Error err;
-    Error_Init(&err);
-    ExecuteArgs a = {0};
-    const char *msg = NULL;
-    a.model = Model_FromKey(ctx, argv[1], &err);
-    if (a.model == NULL) {
-        RedisModule_ReplyWithError(ctx, Error_Message(&err));
-        Error_Clear(&err);
-        return REDISMODULE_OK;
-    }
-    if (!tokenIs(argv[2], "INPUTS")) {
-        msg = "ERR INPUTS not specified";
-        goto fail;
-    }
-    if (RedisModule_StringToLongLong(argv[3], &a.ninputs) != REDISMODULE_OK) {
-        msg = "ERR Invalid argument for input_count";
-        goto fail;
-    }
-    if (a.ninputs <= 0) {
-        msg = "ERR Input count must be a positive integer";
-        goto fail;
-    }
-    if ((size_t)a.ninputs != a.model->ninputs) {
-        msg = "Number of keys given as INPUTS here does not match model definition";
-        goto fail;
-    }
-    if (4 + a.ninputs > argc) {
-        msg = "ERR number of input keys to AI.MODELEXECUTE command does not match the number of "
-              "given arguments";
-        goto fail;
-    }
-    a.inputs = argv + 4;
-    int pos = 4 + (int)a.ninputs;
-    if (pos >= argc || !tokenIs(argv[pos], "OUTPUTS")) {
-        msg = "ERR OUTPUTS not specified";
-        goto fail;
-    }
-    if (pos + 1 >= argc ||
-        RedisModule_StringToLongLong(argv[pos + 1], &a.noutputs) != REDISMODULE_OK) {
-        msg = "ERR Invalid argument for output_count";
-        goto fail;
-    }
-    if (a.noutputs <= 0) {
-        msg = "ERR Output count must be a positive integer";
-        goto fail;
-    }
-    if (!outputCountMatches(a.model, a.noutputs)) {
-        msg = "Number of keys given as OUTPUTS here does not match model definition";
-        goto fail;
-    }
-    if (pos + 2 + a.noutputs > argc) {
-        msg = "ERR number of output keys to AI.MODELEXECUTE command does not match the number of "
-              "given arguments";
-        goto fail;
-    }
-    a.outputs = argv + pos + 2;
-    pos += 2 + (int)a.noutputs;
-    if (pos < argc) {
-        if (!tokenIs(argv[pos], "TIMEOUT")) {
-            Error_SetFmt(&err, "Invalid argument: %s", RedisModule_StringPtrLen(argv[pos], NULL));
-            goto fail;
-        }
-        if (pos + 1 >= argc) {
-            msg = "ERR No value provided for TIMEOUT";
-            goto fail;
-        }
-        if (RedisModule_StringToLongLong(argv[pos + 1], &a.timeout) != REDISMODULE_OK ||
-            a.timeout <= 0) {
-            msg = "ERR Invalid value for TIMEOUT";
-            goto fail;
-        }
-        if (pos + 2 < argc) {
-            Error_SetFmt(&err, "Invalid argument: %s",
-                         RedisModule_StringPtrLen(argv[pos + 2], NULL));
-            goto fail;
-        }
-    }
-    return startExecution(ctx, &a);
-
-fail:
-    RedisModule_ReplyWithError(ctx, msg ? msg : Error_Message(&err));
-    Error_Clear(&err);
-    Model_Release(a.model);
-    return REDISMODULE_OK;
-}
-
-/* -------------------------------- MODELRUN -------------------------------- */
-
 static void modelRunKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     RedisModule_KeyAtPos(ctx, 1);
     int pos = 2;
@@ -214,64 +231,22 @@ static void modelRunKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     }
 }
 
+/* -------------------------------- commands -------------------------------- */
+
+/* AI.MODELEXECUTE key INPUTS n in... OUTPUTS m out... [TIMEOUT ms] */
+int ModelExecute_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (RedisModule_IsKeysPositionRequest(ctx)) {
+        modelExecuteKeys(ctx, argv, argc);
+        return REDISMODULE_OK;
+    }
+    return execute(ctx, argv, argc, ModelExecute_Parse);
+}
+
 /* AI.MODELRUN key [TIMEOUT ms] INPUTS in... OUTPUTS out... */
 int ModelRun_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (RedisModule_IsKeysPositionRequest(ctx)) {
         modelRunKeys(ctx, argv, argc);
         return REDISMODULE_OK;
     }
-    if (Dag_RefuseIfCannotBlock(ctx)) return REDISMODULE_OK;
-    if (argc < 6) {
-        return RedisModule_ReplyWithError(ctx,
-                                          "ERR wrong number of arguments for 'AI.MODELRUN' command");
-    }
-    RAI_Error err;
-    Error_Init(&err);
-    ExecuteArgs a = {0};
-    const char *msg = NULL;
-    a.model = Model_FromKey(ctx, argv[1], &err);
-    if (a.model == NULL) {
-        RedisModule_ReplyWithError(ctx, Error_Message(&err));
-        Error_Clear(&err);
-        return REDISMODULE_OK;
-    }
-    int pos = 2;
-    if (tokenIs(argv[pos], "TIMEOUT")) {
-        if (RedisModule_StringToLongLong(argv[pos + 1], &a.timeout) != REDISMODULE_OK ||
-            a.timeout <= 0) {
-            msg = "ERR Invalid value for TIMEOUT";
-            goto fail;
-        }
-        pos += 2;
-    }
-    if (!tokenIs(argv[pos], "INPUTS")) {
-        msg = "ERR INPUTS not specified";
-        goto fail;
-    }
-    int outputs_at = argc;
-    for (int i = pos + 1; i < argc; i++) {
-        if (tokenIs(argv[i], "OUTPUTS")) {
-            outputs_at = i;
-            break;
-        }
-    }
-    a.inputs = argv + pos + 1;
-    a.ninputs = outputs_at - pos - 1;
-    a.outputs = argv + outputs_at + 1;
-    a.noutputs = outputs_at < argc ? argc - outputs_at - 1 : 0;
-    if ((size_t)a.ninputs != a.model->ninputs) {
-        msg = "Number of keys given as INPUTS here does not match model definition";
-        goto fail;
-    }
-    if (!outputCountMatches(a.model, a.noutputs)) {
-        msg = "Number of keys given as OUTPUTS here does not match model definition";
-        goto fail;
-    }
-    return startExecution(ctx, &a);
-
-fail:
-    RedisModule_ReplyWithError(ctx, msg ? msg : Error_Message(&err));
-    Error_Clear(&err);
-    Model_Release(a.model);
-    return REDISMODULE_OK;
+    return execute(ctx, argv, argc, ModelRun_Parse);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "dag_commands.h"
 #include "model_commands.h"
 #include "model_execute.h"
 #include "module_info.h"
@@ -50,6 +51,10 @@ static const CommandSpec commands[] = {
     {"ai.scriptdel", ScriptDel_RedisCommand, "write", 1, 1, 1},
     {"ai.scriptexecute", ScriptExecute_RedisCommand, "write deny-oom getkeys-api", 5, 5, 1},
     {"ai.scriptrun", ScriptRun_RedisCommand, "write deny-oom getkeys-api", 4, 4, 1},
+    {"ai.dagexecute", DagExecute_RedisCommand, "write deny-oom getkeys-api", 3, 3, 1},
+    {"ai.dagexecute_ro", DagExecuteRO_RedisCommand, "readonly getkeys-api", 3, 3, 1},
+    {"ai.dagrun", DagRun_RedisCommand, "write deny-oom getkeys-api", 3, 3, 1},
+    {"ai.dagrun_ro", DagRunRO_RedisCommand, "readonly getkeys-api", 3, 3, 1},
     {"ai.info", Info_RedisCommand, "readonly", 1, 1, 1},
     {"ai._modelscan", ModelScan_RedisCommand, "readonly", 0, 0, 0},
     {"ai._scriptscan", ScriptScan_RedisCommand, "readonly", 0, 0, 0},

@@ -17,18 +17,6 @@
 
 #define WRONGTYPE_MSG "WRONGTYPE Operation against a key holding the wrong kind of value"
 
-typedef struct ArgList {
-    RedisModuleString **argv;
-    long long n;
-} ArgList;
-
-typedef struct ScriptArgs {
-    RAI_Script *script;
-    RedisModuleString *function;
-    ArgList keys, inputs, args, outputs;
-    long long timeout;
-} ScriptArgs;
-
 static int tokenIs(RedisModuleString *s, const char *word) {
     return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
 }
@@ -77,6 +65,55 @@ fail:
     return REDISMODULE_OK;
 }
 
+void ScriptArgs_Clear(ScriptArgs *a) {
+    Script_Release(a->script);
+    if (a->owns_lists) {
+        RedisModule_Free(a->inputs.argv);
+        RedisModule_Free(a->outputs.argv);
+    }
+    memset(a, 0, sizeof(*a));
+}
+
+typedef const char *(*SyntaxFn)(RedisModuleString **, int, int, ScriptArgs *, RAI_Error *);
+
+static int parseWith(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int in_dag,
+                     ScriptArgs *a, RAI_Error *err, const char *name, SyntaxFn syntax) {
+    memset(a, 0, sizeof(*a));
+    if (argc < 3) {
+        Error_SetFmt(err, "ERR wrong number of arguments for '%s' command", name);
+        return REDISMODULE_ERR;
+    }
+    a->function = argv[2];
+    a->script = Script_FromKey(ctx, argv[1], err);
+    if (a->script == NULL) return REDISMODULE_ERR;
+    const char *msg = syntax(argv, argc, in_dag, a, err);
+    if (msg) {
+        Error_Set(err, msg);
+        ScriptArgs_Clear(a);
+        return REDISMODULE_ERR;
+    }
+    return REDISMODULE_OK;
+}
+
+typedef int (*ParseFn)(RedisModuleCtx *, RedisModuleString **, int, int, ScriptArgs *,
+                       RAI_Error *);
+
+static int execute(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, ParseFn parse) {
+    if (Dag_RefuseIfCannotBlock(ctx)) return REDISMODULE_OK;
+    RAI_Error err;
+    Error_Init(&err);
+    ScriptArgs a;
+    if (parse(ctx, argv, argc, 0, &a, &err) != REDISMODULE_OK) {
+        RedisModule_ReplyWithError(ctx, Error_Message(&err));
+        Error_Clear(&err);
+        return REDISMODULE_OK;
+    }
+    int rc = startScript(ctx, &a);
+    a.script = NULL; /* startScript took the reference */
+    ScriptArgs_Clear(&a);
+    return rc;
+}
+
 /* ----------------------------- SCRIPTEXECUTE ------------------------------ */
 
 typedef struct Scope {
@@ -99,9 +136,9 @@ static const Scope scopes[] = {
 
 /* Parses argv[3..] into a. Returns NULL, or the error text (in err when it
  * had to be formatted). */
-static const char *parseScriptExecute(RedisModuleString **argv, int argc, ScriptArgs *a,
-                                      RAI_Error *err) {
-    if (argc < 4 || !(tokenIs(argv[3], "KEYS") || tokenIs(argv[3], "INPUTS"))) {
+static const char *parseScriptExecute(RedisModuleString **argv, int argc, int in_dag,
+                                      ScriptArgs *a, RAI_Error *err) {
+    if (!in_dag && (argc < 4 || !(tokenIs(argv[3], "KEYS") || tokenIs(argv[3], "INPUTS")))) {
         return "ERR KEYS or INPUTS scope must be provided first for AI.SCRIPTEXECUTE command";
     }
     int seen_keys = 0, seen[3] = {0, 0, 0};
@@ -154,6 +191,7 @@ static const char *parseScriptExecute(RedisModuleString **argv, int argc, Script
                 return "ERR Invalid value for TIMEOUT";
             }
             if (pos + 2 < argc) return "ERR Encountered problem parsing AI.SCRIPTEXECUTE";
+            if (in_dag) return "ERR TIMEOUT not allowed within a DAG command";
             break;
         }
         Error_SetFmt(err, "ERR Invalid AI.SCRIPTEXECUTE command. Unexpected argument: %s",
@@ -161,6 +199,25 @@ static const char *parseScriptExecute(RedisModuleString **argv, int argc, Script
         return Error_Message(err);
     }
     return NULL;
+}
+
+static const char *parseScriptRun(RedisModuleString **argv, int argc, int in_dag,
+                                  ScriptArgs *a);
+
+static const char *syntaxScriptRun(RedisModuleString **argv, int argc, int in_dag,
+                                   ScriptArgs *a, RAI_Error *err) {
+    REDISMODULE_NOT_USED(err);
+    return parseScriptRun(argv, argc, in_dag, a);
+}
+
+int ScriptExecute_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int in_dag,
+                        ScriptArgs *a, RAI_Error *err) {
+    return parseWith(ctx, argv, argc, in_dag, a, err, "AI.SCRIPTEXECUTE", parseScriptExecute);
+}
+
+int ScriptRun_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int in_dag,
+                    ScriptArgs *a, RAI_Error *err) {
+    return parseWith(ctx, argv, argc, in_dag, a, err, "AI.SCRIPTRUN", syntaxScriptRun);
 }
 
 static void scriptExecuteKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
@@ -189,34 +246,20 @@ int ScriptExecute_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
         scriptExecuteKeys(ctx, argv, argc);
         return REDISMODULE_OK;
     }
-    if (Dag_RefuseIfCannotBlock(ctx)) return REDISMODULE_OK;
-    if (argc < 3) {
-        return RedisModule_ReplyWithError(
-            ctx, "ERR wrong number of arguments for 'AI.SCRIPTEXECUTE' command");
-    }
-    RAI_Error err;
-    Error_Init(&err);
-    ScriptArgs a = {.function = argv[2]};
-    a.script = Script_FromKey(ctx, argv[1], &err);
-    const char *msg = a.script ? parseScriptExecute(argv, argc, &a, &err) : Error_Message(&err);
-    if (msg) {
-        RedisModule_ReplyWithError(ctx, msg);
-        Error_Clear(&err);
-        Script_Release(a.script);
-        return REDISMODULE_OK;
-    }
-    return startScript(ctx, &a);
+    return execute(ctx, argv, argc, ScriptExecute_Parse);
 }
 
 /* ------------------------------- SCRIPTRUN -------------------------------- */
 
-static const char *parseScriptRun(RedisModuleString **argv, int argc, ScriptArgs *a) {
+static const char *parseScriptRun(RedisModuleString **argv, int argc, int in_dag,
+                                  ScriptArgs *a) {
     enum { NONE, IN_INPUTS, IN_OUTPUTS } section = NONE;
     int seen_inputs = 0, seen_outputs = 0, seen_timeout = 0, seen_var = 0;
     /* Inputs and outputs are collected as index lists into argv, since `$`
      * and TIMEOUT may sit between them. */
     a->inputs.argv = RedisModule_Alloc(sizeof(RedisModuleString *) * argc);
     a->outputs.argv = RedisModule_Alloc(sizeof(RedisModuleString *) * argc);
+    a->owns_lists = 1;
     for (int pos = 3; pos < argc; pos++) {
         RedisModuleString *tok = argv[pos];
         if (tokenIs(tok, "TIMEOUT")) {
@@ -227,6 +270,7 @@ static const char *parseScriptRun(RedisModuleString **argv, int argc, ScriptArgs
                 a->timeout <= 0) {
                 return "ERR Invalid value for TIMEOUT";
             }
+            if (in_dag) return "ERR TIMEOUT not allowed within a DAG command";
             pos++;
         } else if (tokenIs(tok, "INPUTS")) {
             if (seen_outputs) return "ERR Already encountered an INPUTS section in SCRIPTRUN";
@@ -275,26 +319,5 @@ int ScriptRun_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
         scriptRunKeys(ctx, argv, argc);
         return REDISMODULE_OK;
     }
-    if (Dag_RefuseIfCannotBlock(ctx)) return REDISMODULE_OK;
-    if (argc < 3) {
-        return RedisModule_ReplyWithError(ctx,
-                                          "ERR wrong number of arguments for 'AI.SCRIPTRUN' command");
-    }
-    RAI_Error err;
-    Error_Init(&err);
-    ScriptArgs a = {.function = argv[2]};
-    a.script = Script_FromKey(ctx, argv[1], &err);
-    const char *msg = a.script ? parseScriptRun(argv, argc, &a) : Error_Message(&err);
-    int rc;
-    if (msg) {
-        RedisModule_ReplyWithError(ctx, msg);
-        Script_Release(a.script);
-        rc = REDISMODULE_OK;
-    } else {
-        rc = startScript(ctx, &a);
-    }
-    Error_Clear(&err);
-    if (a.inputs.argv) RedisModule_Free(a.inputs.argv);
-    if (a.outputs.argv) RedisModule_Free(a.outputs.argv);
-    return rc;
+    return execute(ctx, argv, argc, ScriptRun_Parse);
 }

@@ -1,0 +1,390 @@
+/*
+ * dag_commands.c - the DAG commands (spec 9).
+ *
+ * The whole command is parsed and validated on the main thread: header
+ * (LOAD, PERSIST, ROUTING, TIMEOUT), then each `|>` operation with the
+ * parser of the standalone command. Tensor names are local: a name maps to
+ * the slot of its latest producer, so later writers shadow earlier ones.
+ * Any error here is one error reply and nothing runs.
+ */
+#include "dag_commands.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "dag.h"
+#include "model_execute.h"
+#include "script_execute.h"
+#include "tensor_commands.h"
+
+typedef enum DagFlavor {
+    DAG_EXECUTE,
+    DAG_EXECUTE_RO,
+    DAG_RUN,
+    DAG_RUN_RO,
+} DagFlavor;
+
+static const char *flavor_names[] = {"AI.DAGEXECUTE", "AI.DAGEXECUTE_RO", "AI.DAGRUN",
+                                     "AI.DAGRUN_RO"};
+
+static int tokenIs(RedisModuleString *s, const char *word) {
+    return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
+}
+
+static int isSeparator(RedisModuleString *s) {
+    return !strcmp(RedisModule_StringPtrLen(s, NULL), "|>");
+}
+
+static int readOnly(DagFlavor f) {
+    return f == DAG_EXECUTE_RO || f == DAG_RUN_RO;
+}
+
+/* ------------------------------ local names ------------------------------- */
+
+typedef struct Names {
+    RedisModuleDict *slots; /* name -> slot + 1 */
+} Names;
+
+static void nameSet(Names *n, RedisModuleString *name, size_t slot) {
+    RedisModule_DictReplace(n->slots, name, (void *)(uintptr_t)(slot + 1));
+}
+
+static int nameGet(Names *n, RedisModuleString *name, size_t *slot) {
+    void *v = RedisModule_DictGet(n->slots, name, NULL);
+    if (v == NULL) return 0;
+    *slot = (size_t)(uintptr_t)v - 1;
+    return 1;
+}
+
+/* Resolves op inputs to slots, then gives each output a new slot. */
+static int bindOp(RAI_Dag *dag, RAI_DagOp *op, Names *names, RedisModuleString **inputs,
+                  size_t nin, RedisModuleString **outputs, size_t nout, RAI_Error *err) {
+    op->ninputs = nin;
+    op->inputs = RedisModule_Alloc(sizeof(size_t) * (nin ? nin : 1));
+    op->noutputs = nout;
+    op->outputs = RedisModule_Alloc(sizeof(size_t) * (nout ? nout : 1));
+    for (size_t i = 0; i < nin; i++) {
+        if (!nameGet(names, inputs[i], &op->inputs[i])) {
+            Error_Set(err, "ERR INPUT key cannot be found in DAG");
+            return REDISMODULE_ERR;
+        }
+    }
+    for (size_t i = 0; i < nout; i++) {
+        op->outputs[i] = Dag_AddSlot(dag, NULL);
+        nameSet(names, outputs[i], op->outputs[i]);
+    }
+    return REDISMODULE_OK;
+}
+
+/* ------------------------------- operations ------------------------------- */
+
+static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *names,
+                   RedisModuleString **argv, int argc, RAI_Error *err) {
+    RedisModuleString *name = argv[0];
+    int deprecated = flavor == DAG_RUN || flavor == DAG_RUN_RO;
+
+    if (tokenIs(name, "AI.TENSORSET")) {
+        if (argc < 4) {
+            Error_Set(err, "wrong number of arguments for 'AI.TENSORSET' command");
+            return REDISMODULE_ERR;
+        }
+        RAI_Tensor *t = TensorSet_Parse(argv + 2, argc - 2, err);
+        if (t == NULL) return REDISMODULE_ERR;
+        RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_TENSORSET);
+        op->noutputs = 1;
+        op->outputs = RedisModule_Alloc(sizeof(size_t));
+        op->outputs[0] = Dag_AddSlot(dag, t);
+        nameSet(names, argv[1], op->outputs[0]);
+        return REDISMODULE_OK;
+    }
+    if (tokenIs(name, "AI.TENSORGET")) {
+        if (argc < 2 || argc > 4) {
+            Error_Set(err, "wrong number of arguments for 'AI.TENSORGET' command");
+            return REDISMODULE_ERR;
+        }
+        int fmt = TensorGet_ParseFormat(argv + 2, argc - 2, err);
+        if (fmt < 0) return REDISMODULE_ERR;
+        RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_TENSORGET);
+        op->fmt = fmt;
+        return bindOp(dag, op, names, argv + 1, 1, NULL, 0, err);
+    }
+    if (tokenIs(name, "AI.MODELEXECUTE") || tokenIs(name, "AI.MODELRUN")) {
+        int is_run = tokenIs(name, "AI.MODELRUN");
+        if (is_run && !deprecated) {
+            Error_Set(err, "Deprecated AI.MODELRUN cannot be used in AI.DAGEXECUTE command");
+            return REDISMODULE_ERR;
+        }
+        if (!is_run && deprecated) {
+            Error_Set(err, "AI.MODELEXECUTE cannot be used in a deprecated AI.DAGRUN command");
+            return REDISMODULE_ERR;
+        }
+        ExecuteArgs a;
+        int rc = is_run ? ModelRun_Parse(ctx, argv, argc, 1, &a, err)
+                        : ModelExecute_Parse(ctx, argv, argc, 1, &a, err);
+        if (rc != REDISMODULE_OK) return REDISMODULE_ERR;
+        RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_MODEL);
+        op->model = a.model;
+        op->queue = a.model->queue;
+        return bindOp(dag, op, names, a.inputs, (size_t)a.ninputs, a.outputs, (size_t)a.noutputs,
+                      err);
+    }
+    if (tokenIs(name, "AI.SCRIPTEXECUTE") || tokenIs(name, "AI.SCRIPTRUN")) {
+        int is_run = tokenIs(name, "AI.SCRIPTRUN");
+        if (is_run && !deprecated) {
+            Error_Set(err, "Deprecated AI.SCRIPTRUN cannot be used in AI.DAGEXECUTE command");
+            return REDISMODULE_ERR;
+        }
+        if (!is_run && deprecated) {
+            Error_Set(err, "AI.SCRIPTEXECUTE cannot be used in a deprecated AI.DAGRUN command");
+            return REDISMODULE_ERR;
+        }
+        if (!is_run && flavor == DAG_EXECUTE_RO) {
+            Error_Set(err, "ERR AI.SCRIPTEXECUTE command cannot be specified in a read-only DAG");
+            return REDISMODULE_ERR;
+        }
+        ScriptArgs a;
+        int rc = is_run ? ScriptRun_Parse(ctx, argv, argc, 1, &a, err)
+                        : ScriptExecute_Parse(ctx, argv, argc, 1, &a, err);
+        if (rc != REDISMODULE_OK) return REDISMODULE_ERR;
+        RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_SCRIPT);
+        op->script = a.script;
+        a.script = NULL;
+        op->queue = op->script->queue;
+        op->function = RedisModule_Strdup(RedisModule_StringPtrLen(a.function, NULL));
+        op->entry_point = Script_IsEntryPoint(op->script, op->function);
+        Dag_CopyStrings(&op->keys, a.keys.argv, (size_t)a.keys.n);
+        Dag_CopyStrings(&op->args, a.args.argv, (size_t)a.args.n);
+        rc = bindOp(dag, op, names, a.inputs.argv, (size_t)a.inputs.n, a.outputs.argv,
+                    (size_t)a.outputs.n, err);
+        ScriptArgs_Clear(&a);
+        return rc;
+    }
+    Error_Set(err, "Unsupported command within DAG");
+    return REDISMODULE_ERR;
+}
+
+/* --------------------------------- header --------------------------------- */
+
+typedef struct Header {
+    RedisModuleString **persist;
+    long long npersist;
+    int has_load, has_persist, has_routing, has_timeout;
+    long long timeout;
+} Header;
+
+static int unexpected(RAI_Error *err, RedisModuleString *tok) {
+    Error_SetFmt(err, "ERR Invalid DAG command. Unexpected argument:  %s",
+                 RedisModule_StringPtrLen(tok, NULL));
+    return -1;
+}
+
+/* LOAD n k...: tensors referenced from the keyspace now, named locally. */
+static int parseLoad(RedisModuleCtx *ctx, RAI_Dag *dag, Names *names, RedisModuleString **argv,
+                     int argc, int pos, RAI_Error *err) {
+    if (argc - pos - 1 < 2) {
+        Error_Set(err, "ERR missing arguments after LOAD keyword in DAG command");
+        return -1;
+    }
+    long long n;
+    if (RedisModule_StringToLongLong(argv[pos + 1], &n) != REDISMODULE_OK || n <= 0) {
+        Error_Set(err, "ERR invalid or negative value found in number of keys to LOAD");
+        return -1;
+    }
+    for (long long i = 0; i < n; i++) {
+        if (pos + 2 + i >= argc) {
+            Error_Set(err, "ERR number of keys to LOAD into DAG does not match the number of "
+                           "given arguments");
+            return -1;
+        }
+        RedisModuleString *key = argv[pos + 2 + i];
+        RAI_Tensor *t = Tensor_FromKey(ctx, key, err);
+        if (t == NULL) return -1;
+        nameSet(names, key, Dag_AddSlot(dag, t));
+    }
+    return pos + 2 + (int)n;
+}
+
+static int parsePersist(RedisModuleString **argv, int argc, int pos, Header *h, RAI_Error *err) {
+    if (argc - pos - 1 < 2) {
+        Error_Set(err, "ERR missing arguments after PERSIST keyword in DAG command");
+        return -1;
+    }
+    long long n;
+    if (RedisModule_StringToLongLong(argv[pos + 1], &n) != REDISMODULE_OK || n <= 0) {
+        Error_Set(err, "ERR invalid or negative value found in number of keys to PERSIST");
+        return -1;
+    }
+    if (n > argc - pos - 2) {
+        Error_Set(err, "ERR number of keys to PERSIST after DAG execution does not match the "
+                       "number of given arguments");
+        return -1;
+    }
+    for (long long i = 0; i < n; i++) {
+        size_t li;
+        const char *ki = RedisModule_StringPtrLen(argv[pos + 2 + i], &li);
+        for (long long j = 0; j < i; j++) {
+            size_t lj;
+            const char *kj = RedisModule_StringPtrLen(argv[pos + 2 + j], &lj);
+            if (li == lj && !memcmp(ki, kj, li)) {
+                Error_Set(err, "ERR PERSIST keys must be unique");
+                return -1;
+            }
+        }
+    }
+    h->persist = argv + pos + 2;
+    h->npersist = n;
+    return pos + 2 + (int)n;
+}
+
+/* Returns the position of the first `|>`, or -1 after err. */
+static int parseHeader(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *names,
+                       RedisModuleString **argv, int argc, Header *h, RAI_Error *err) {
+    int pos = 1;
+    while (pos < argc && !isSeparator(argv[pos])) {
+        RedisModuleString *tok = argv[pos];
+        if (tokenIs(tok, "LOAD")) {
+            if (h->has_load) return unexpected(err, tok);
+            h->has_load = 1;
+            pos = parseLoad(ctx, dag, names, argv, argc, pos, err);
+        } else if (tokenIs(tok, "PERSIST")) {
+            if (readOnly(flavor)) {
+                Error_Set(err, "ERR PERSIST cannot be specified in a read-only DAG");
+                return -1;
+            }
+            if (h->has_persist) return unexpected(err, tok);
+            h->has_persist = 1;
+            pos = parsePersist(argv, argc, pos, h, err);
+        } else if (tokenIs(tok, "ROUTING")) {
+            if (h->has_routing) return unexpected(err, tok);
+            h->has_routing = 1;
+            if (pos + 1 >= argc) {
+                Error_Set(err, "ERR Missing ROUTING value");
+                return -1;
+            }
+            pos += 2;
+        } else if (tokenIs(tok, "TIMEOUT")) {
+            if (h->has_timeout) return unexpected(err, tok);
+            h->has_timeout = 1;
+            if (pos + 1 >= argc) {
+                Error_Set(err, "ERR No value provided for TIMEOUT");
+                return -1;
+            }
+            /* QUIRK (spec 9.7): 0 and negatives are accepted, meaning none. */
+            if (RedisModule_StringToLongLong(argv[pos + 1], &h->timeout) != REDISMODULE_OK) {
+                Error_Set(err, "ERR Invalid value for TIMEOUT");
+                return -1;
+            }
+            pos += 2;
+        } else {
+            return unexpected(err, tok);
+        }
+        if (pos < 0) return -1;
+    }
+    return pos;
+}
+
+/* --------------------------------- command -------------------------------- */
+
+static int dagCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, DagFlavor flavor) {
+    if (Dag_RefuseIfCannotBlock(ctx)) return REDISMODULE_OK;
+    int is_execute = flavor == DAG_EXECUTE || flavor == DAG_EXECUTE_RO;
+    if (is_execute && argc < 6) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "ERR missing arguments for '%s' command", flavor_names[flavor]);
+        return RedisModule_ReplyWithError(ctx, msg);
+    }
+    if (!is_execute && argc < 4) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "ERR wrong number of arguments for '%s' command",
+                 flavor_names[flavor]);
+        return RedisModule_ReplyWithError(ctx, msg);
+    }
+    RAI_Error err;
+    Error_Init(&err);
+    RAI_Dag *dag = Dag_New();
+    Names names = {.slots = RedisModule_CreateDict(NULL)};
+    Header h = {0};
+
+    int pos = parseHeader(ctx, flavor, dag, &names, argv, argc, &h, &err);
+    if (pos < 0) goto fail;
+    if (is_execute && !h.has_load && !h.has_persist && !h.has_routing) {
+        Error_Set(&err, "ERR AI.DAGEXECUTE and AI.DAGEXECUTE_RO commands must contain at least "
+                        "one out of ROUTING, LOAD, PERSIST keywords");
+        goto fail;
+    }
+    if (pos >= argc) {
+        Error_Set(&err, "ERR DAG is empty");
+        goto fail;
+    }
+    while (pos < argc) {
+        /* argv[pos] is a separator; the op runs to the next one. */
+        int start = pos + 1, end = start;
+        while (end < argc && !isSeparator(argv[end])) end++;
+        if (end == start) {
+            unexpected(&err, argv[pos]);
+            goto fail;
+        }
+        if (parseOp(ctx, flavor, dag, &names, argv + start, end - start, &err) != REDISMODULE_OK) {
+            goto fail;
+        }
+        pos = end;
+    }
+    for (long long i = 0; i < h.npersist; i++) {
+        size_t slot;
+        if (!nameGet(&names, h.persist[i], &slot)) {
+            Error_Set(&err, "ERR PERSIST key cannot be found in DAG");
+            goto fail;
+        }
+        Dag_AddPersist(dag, h.persist[i], slot);
+    }
+    dag->timeout_ms = h.timeout > 0 ? h.timeout : 0;
+    RedisModule_FreeDict(NULL, names.slots);
+    return Dag_Start(ctx, dag);
+
+fail:
+    RedisModule_ReplyWithError(ctx, Error_Message(&err));
+    Error_Clear(&err);
+    RedisModule_FreeDict(NULL, names.slots);
+    Dag_Free(dag);
+    return REDISMODULE_OK;
+}
+
+/* spec 16: LOAD keys, PERSIST keys, the ROUTING value, and the key after
+ * each AI.MODELEXECUTE / AI.SCRIPTEXECUTE anywhere in argv. */
+static void dagKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    int pos = 1;
+    while (pos < argc && !isSeparator(argv[pos])) {
+        long long n;
+        if ((tokenIs(argv[pos], "LOAD") || tokenIs(argv[pos], "PERSIST")) && pos + 1 < argc &&
+            RedisModule_StringToLongLong(argv[pos + 1], &n) == REDISMODULE_OK && n > 0) {
+            for (long long i = 0; i < n && pos + 2 + i < argc; i++) {
+                RedisModule_KeyAtPos(ctx, (int)(pos + 2 + i));
+            }
+            pos += 2 + (int)n;
+        } else if (tokenIs(argv[pos], "ROUTING") && pos + 1 < argc) {
+            RedisModule_KeyAtPos(ctx, pos + 1);
+            pos += 2;
+        } else {
+            pos++;
+        }
+    }
+    for (int i = pos; i + 1 < argc; i++) {
+        if (tokenIs(argv[i], "AI.MODELEXECUTE") || tokenIs(argv[i], "AI.SCRIPTEXECUTE")) {
+            RedisModule_KeyAtPos(ctx, i + 1);
+        }
+    }
+}
+
+#define DAG_COMMAND(fn, flavor)                                                        \
+    int fn(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {                  \
+        if (RedisModule_IsKeysPositionRequest(ctx)) {                                  \
+            dagKeys(ctx, argv, argc);                                                  \
+            return REDISMODULE_OK;                                                     \
+        }                                                                              \
+        return dagCommand(ctx, argv, argc, flavor);                                    \
+    }
+
+DAG_COMMAND(DagExecute_RedisCommand, DAG_EXECUTE)
+DAG_COMMAND(DagExecuteRO_RedisCommand, DAG_EXECUTE_RO)
+DAG_COMMAND(DagRun_RedisCommand, DAG_RUN)
+DAG_COMMAND(DagRunRO_RedisCommand, DAG_RUN_RO)
