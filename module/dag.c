@@ -156,12 +156,18 @@ static RAI_RunQueue *opQueue(RAI_DagOp *op, RAI_RunQueue *current) {
     return op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT ? op->queue : current;
 }
 
-void Dag_RunStep(RAI_Dag *dag, RAI_RunQueue *q) {
-    if (dag->timeout_ms > 0 && nowMs() - dag->enqueued_ms >= dag->timeout_ms) {
-        dag->timed_out = 1;
-        RedisModule_UnblockClient(dag->bc, dag);
-        return;
-    }
+/* TIMEOUT counts from enqueue and is checked when a worker takes the DAG;
+ * a running op is never interrupted. Unblocks the client when it fires. */
+static int timedOut(RAI_Dag *dag) {
+    if (dag->timeout_ms <= 0 || nowMs() - dag->enqueued_ms < dag->timeout_ms) return 0;
+    dag->timed_out = 1;
+    RedisModule_UnblockClient(dag->bc, dag);
+    return 1;
+}
+
+/* Runs ops from next_op while they belong to q; then moves the DAG to the
+ * next op's queue, or finishes it. */
+static void runFrom(RAI_Dag *dag, RAI_RunQueue *q) {
     while (dag->next_op < dag->nops) {
         RAI_DagOp *op = &dag->ops[dag->next_op];
         RAI_RunQueue *want = opQueue(op, q);
@@ -178,6 +184,145 @@ void Dag_RunStep(RAI_Dag *dag, RAI_RunQueue *q) {
         if (op->state == DAG_OP_FAILED) break;
     }
     RedisModule_UnblockClient(dag->bc, dag);
+}
+
+void Dag_RunStep(RAI_Dag *dag, RAI_RunQueue *q) {
+    if (timedOut(dag)) return;
+    runFrom(dag, q);
+}
+
+/* ------------------------------ auto-batching ----------------------------- */
+
+RAI_DagOp *Dag_BatchableOp(RAI_Dag *dag) {
+    if (dag->next_op >= dag->nops) return NULL;
+    RAI_DagOp *op = &dag->ops[dag->next_op];
+    if (op->kind != DAG_OP_MODEL || op->model->batchsize <= 0 || op->ninputs == 0) return NULL;
+    for (size_t i = 0; i < op->ninputs; i++) {
+        RAI_Tensor *t = dag->slots[op->inputs[i]];
+        if (t == NULL || t->ndims == 0 || DType_IsString(t->dtype)) return NULL;
+    }
+    return op;
+}
+
+long long Dag_BatchDim(RAI_Dag *dag) {
+    RAI_DagOp *op = &dag->ops[dag->next_op];
+    long long d0 = dag->slots[op->inputs[0]]->dims[0];
+    for (size_t i = 1; i < op->ninputs; i++) {
+        if (dag->slots[op->inputs[i]]->dims[0] != d0) return -1;
+    }
+    return d0;
+}
+
+int Dag_BatchCompatible(RAI_Dag *a, RAI_Dag *b) {
+    RAI_DagOp *x = Dag_BatchableOp(a), *y = Dag_BatchableOp(b);
+    if (!x || !y || x->model != y->model || x->ninputs != y->ninputs) return 0;
+    for (size_t i = 0; i < x->ninputs; i++) {
+        RAI_Tensor *s = a->slots[x->inputs[i]], *t = b->slots[y->inputs[i]];
+        if (s->ndims != t->ndims || s->dtype.code != t->dtype.code || s->dtype.bits != t->dtype.bits) {
+            return 0;
+        }
+        for (int d = 1; d < s->ndims; d++) {
+            if (s->dims[d] != t->dims[d]) return 0;
+        }
+    }
+    return 1;
+}
+
+/* Along dim 0: the i-th input of every DAG's batched op, in DAG order. */
+static RAI_Tensor *concatInputs(RAI_Dag **dags, size_t n, size_t i, long long total) {
+    RAI_Tensor *first = dags[0]->slots[dags[0]->ops[dags[0]->next_op].inputs[i]];
+    int64_t *dims = RedisModule_Alloc(sizeof(int64_t) * first->ndims);
+    memcpy(dims, first->dims, sizeof(int64_t) * first->ndims);
+    dims[0] = total;
+    RAI_Tensor *out = Tensor_New(first->dtype, dims, first->ndims, 0);
+    RedisModule_Free(dims);
+    size_t off = 0;
+    for (size_t k = 0; k < n; k++) {
+        RAI_Tensor *t = dags[k]->slots[dags[k]->ops[dags[k]->next_op].inputs[i]];
+        memcpy(out->data + off, t->data, t->nbytes);
+        off += t->nbytes;
+    }
+    return out;
+}
+
+static RAI_Tensor *sliceRows(RAI_Tensor *t, long long from, long long rows) {
+    int64_t *dims = RedisModule_Alloc(sizeof(int64_t) * t->ndims);
+    memcpy(dims, t->dims, sizeof(int64_t) * t->ndims);
+    dims[0] = rows;
+    RAI_Tensor *out = Tensor_New(t->dtype, dims, t->ndims, 0);
+    RedisModule_Free(dims);
+    size_t row = t->dims[0] ? t->nbytes / (size_t)t->dims[0] : 0;
+    memcpy(out->data, t->data + (size_t)from * row, (size_t)rows * row);
+    return out;
+}
+
+static void failBatch(RAI_Dag **dags, size_t n, const char *msg) {
+    for (size_t k = 0; k < n; k++) {
+        RAI_DagOp *op = &dags[k]->ops[dags[k]->next_op];
+        Error_Set(&op->err, msg);
+        op->state = DAG_OP_FAILED;
+        dags[k]->next_op++;
+        RedisModule_UnblockClient(dags[k]->bc, dags[k]); /* a failed op ends the DAG */
+    }
+}
+
+void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
+    size_t live = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (!timedOut(dags[k])) dags[live++] = dags[k];
+    }
+    n = live;
+    if (n == 0) return;
+    if (n == 1) return runFrom(dags[0], q);
+
+    RAI_DagOp *op0 = &dags[0]->ops[dags[0]->next_op];
+    long long *rows = RedisModule_Alloc(sizeof(long long) * n);
+    long long total = 0;
+    for (size_t k = 0; k < n; k++) total += rows[k] = Dag_BatchDim(dags[k]);
+    RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * op0->ninputs);
+    RAI_Tensor **outs = RedisModule_Calloc(op0->noutputs ? op0->noutputs : 1, sizeof(RAI_Tensor *));
+    for (size_t i = 0; i < op0->ninputs; i++) ins[i] = concatInputs(dags, n, i, total);
+
+    RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
+    RAI_Error err;
+    Error_Init(&err);
+    RAI_Model *m = op0->model;
+    long long start = nowUs();
+    int rc = m->be->model_run(m->handle, &info, ins, op0->ninputs, outs, op0->noutputs, &err);
+    long long duration = nowUs() - start;
+    for (size_t j = 0; rc == 0 && j < op0->noutputs; j++) {
+        if (outs[j] == NULL) {
+            Error_Set(&err, "ERR Model did not generate the expected number of outputs");
+            rc = -1;
+        } else if (outs[j]->ndims == 0 || outs[j]->dims[0] != total ||
+                   DType_IsString(outs[j]->dtype)) {
+            Error_Set(&err, "ERR Model did not generate the expected batch size");
+            rc = -1;
+        }
+    }
+    if (rc != 0) {
+        Error_Set(&err, "ERR model run failed");
+        failBatch(dags, n, Error_Message(&err));
+    } else {
+        long long from = 0;
+        for (size_t k = 0; k < n; k++) {
+            RAI_DagOp *op = &dags[k]->ops[dags[k]->next_op];
+            for (size_t j = 0; j < op->noutputs; j++) {
+                dags[k]->slots[op->outputs[j]] = sliceRows(outs[j], from, rows[k]);
+            }
+            from += rows[k];
+            op->duration_us = duration; /* spec 10: each gets the batch's time */
+            op->state = DAG_OP_DONE;
+            dags[k]->next_op++;
+            runFrom(dags[k], q);
+        }
+    }
+    Error_Clear(&err);
+    for (size_t i = 0; i < op0->ninputs; i++) Tensor_Release(ins[i]);
+    for (size_t j = 0; j < op0->noutputs; j++) Tensor_Release(outs[j]);
+    RedisModule_Free(ins);
+    RedisModule_Free(outs);
+    RedisModule_Free(rows);
 }
 
 /* ------------------------------ main thread ------------------------------- */

@@ -94,6 +94,18 @@ int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag);
 /* Worker side: runs the DAG's next ops that belong to queue q. */
 void Dag_RunStep(RAI_Dag *dag, RAI_RunQueue *q);
 
+/* Auto-batching (spec 7.1), for the run queue's workers. The model op the
+ * DAG runs next when it may join a batch (model BATCHSIZE > 0, inputs with
+ * a dim 0, not STRING), else NULL. */
+RAI_DagOp *Dag_BatchableOp(RAI_Dag *dag);
+/* Dim 0 shared by the inputs of that op, -1 when they disagree. */
+long long Dag_BatchDim(RAI_Dag *dag);
+/* Same model, and inputs equal in dtype and in every dim but the first. */
+int Dag_BatchCompatible(RAI_Dag *a, RAI_Dag *b);
+/* Runs the next op of n compatible DAGs as one model run: inputs
+ * concatenated along dim 0, outputs sliced back; then each DAG goes on. */
+void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q);
+
 /* `ERR Cannot run RedisAI command within a transaction or a LUA script`
  * when the context cannot block; 1 if it replied. */
 int Dag_RefuseIfCannotBlock(RedisModuleCtx *ctx);

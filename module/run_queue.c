@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "dag.h"
+#include "model.h"
 #include "device.h"
 #include "redismodule.h"
 
@@ -47,21 +48,120 @@ const char *RunQueue_Name(const RAI_RunQueue *q) {
     return q->name;
 }
 
+static long long nowMs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+static void unlink_item(RAI_RunQueue *q, QueueItem *prev, QueueItem *it) {
+    if (prev) {
+        prev->next = it->next;
+    } else {
+        q->head = it->next;
+    }
+    if (q->tail == it) q->tail = prev;
+}
+
+/* Under the lock: takes the first DAG that can run now, with the queued
+ * DAGs that batch with it (spec 7.1), into batch[]. A DAG whose model wants
+ * MINBATCHSIZE and has not got it stays queued (with every DAG of that
+ * model) until enough arrive or MINBATCHTIMEOUT passes; *wait_ms is then
+ * the time to the nearest such timeout (-1: none). Returns the count. */
+static size_t takeWork(RAI_RunQueue *q, RAI_Dag ***batch, size_t *cap, long long *wait_ms) {
+    long long now = nowMs();
+    *wait_ms = -1;
+    const RAI_Model *held[16];
+    size_t nheld = 0;
+    QueueItem *prev = NULL;
+    for (QueueItem *it = q->head; it; prev = it, it = it->next) {
+        RAI_Dag *dag = it->dag;
+        RAI_DagOp *op = Dag_BatchableOp(dag);
+        long long d0 = op ? Dag_BatchDim(dag) : -1;
+        if (op == NULL || d0 < 0 || d0 >= op->model->batchsize) {
+            unlink_item(q, prev, it);
+            (*batch)[0] = dag;
+            RedisModule_Free(it);
+            return 1;
+        }
+        const RAI_Model *m = op->model;
+        int is_held = 0;
+        for (size_t i = 0; i < nheld; i++) is_held |= held[i] == m;
+        if (is_held) continue;
+
+        size_t n = 1;
+        long long total = d0;
+        (*batch)[0] = dag;
+        for (QueueItem *j = it->next; j && total < m->batchsize; j = j->next) {
+            long long d;
+            if (!Dag_BatchCompatible(dag, j->dag) || (d = Dag_BatchDim(j->dag)) < 0) continue;
+            if (n == *cap) {
+                *cap *= 2;
+                *batch = RedisModule_Realloc(*batch, sizeof(RAI_Dag *) * *cap);
+            }
+            (*batch)[n++] = j->dag;
+            total += d;
+        }
+        if (m->minbatchsize > 0 && total < m->minbatchsize) {
+            long long waited = now - dag->enqueued_ms;
+            if (m->minbatchtimeout <= 0 || waited < m->minbatchtimeout) {
+                if (m->minbatchtimeout > 0) {
+                    long long left = m->minbatchtimeout - waited;
+                    if (*wait_ms < 0 || left < *wait_ms) *wait_ms = left;
+                }
+                if (nheld < sizeof(held) / sizeof(held[0])) held[nheld++] = m;
+                continue;
+            }
+        }
+        /* Unlink every member: the first is `it`, the others follow it. */
+        size_t k = 0;
+        QueueItem *p = prev;
+        for (QueueItem *j = it; j && k < n;) {
+            QueueItem *next = j->next;
+            if (j->dag == (*batch)[k]) {
+                unlink_item(q, p, j);
+                RedisModule_Free(j);
+                k++;
+            } else {
+                p = j;
+            }
+            j = next;
+        }
+        return n;
+    }
+    return 0;
+}
+
 static void *workerMain(void *arg) {
     WorkerArgs *wa = arg;
     RAI_RunQueue *q = wa->queue;
     worker_index = wa->index;
     RedisModule_Free(wa);
+    size_t cap = 16;
+    RAI_Dag **batch = RedisModule_Alloc(sizeof(RAI_Dag *) * cap);
+    pthread_mutex_lock(&q->lock);
     for (;;) {
-        pthread_mutex_lock(&q->lock);
-        while (q->head == NULL) pthread_cond_wait(&q->ready, &q->lock);
-        QueueItem *item = q->head;
-        q->head = item->next;
-        if (q->head == NULL) q->tail = NULL;
-        pthread_mutex_unlock(&q->lock);
-        struct RAI_Dag *dag = item->dag;
-        RedisModule_Free(item);
-        Dag_RunStep(dag, q);
+        long long wait_ms;
+        size_t n = takeWork(q, &batch, &cap, &wait_ms);
+        if (n > 0) {
+            pthread_mutex_unlock(&q->lock);
+            Dag_RunBatch(batch, n, q);
+            pthread_mutex_lock(&q->lock);
+            continue;
+        }
+        if (wait_ms < 0) {
+            pthread_cond_wait(&q->ready, &q->lock);
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += (wait_ms + 1) / 1000;
+            ts.tv_nsec += ((wait_ms + 1) % 1000) * 1000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&q->ready, &q->lock, &ts);
+        }
     }
     return NULL;
 }
