@@ -14,6 +14,7 @@
 
 #include "run_stats.h"
 #include "tensor_commands.h"
+#include "tensor_type.h"
 
 static long long nowMs(void) {
     struct timespec ts;
@@ -64,6 +65,34 @@ static void freeStrings(RAI_StringList *list) {
     for (size_t i = 0; i < list->n; i++) RedisModule_Free(list->items[i]);
     if (list->items) RedisModule_Free(list->items);
     if (list->lens) RedisModule_Free(list->lens);
+}
+
+int Dag_BindKeys(RedisModuleCtx *ctx, RAI_Dag *dag, RAI_DagOp *op, RedisModuleString **inputs,
+                 size_t nin, RedisModuleString **outputs, size_t nout, RAI_Error *err) {
+    op->ninputs = nin;
+    op->inputs = RedisModule_Alloc(sizeof(size_t) * (nin ? nin : 1));
+    op->noutputs = nout;
+    op->outputs = RedisModule_Alloc(sizeof(size_t) * (nout ? nout : 1));
+    for (size_t i = 0; i < nin; i++) {
+        RAI_Tensor *t = Tensor_FromKey(ctx, inputs[i], err);
+        if (t == NULL) return REDISMODULE_ERR;
+        op->inputs[i] = Dag_AddSlot(dag, t);
+    }
+    for (size_t i = 0; i < nout; i++) {
+        RedisModuleKey *key = RedisModule_OpenKey(ctx, outputs[i], REDISMODULE_READ);
+        int bad = RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY &&
+                  RedisModule_ModuleTypeGetType(key) != RAI_TensorType;
+        RedisModule_CloseKey(key);
+        if (bad) {
+            Error_Set(err, RAI_WRONGTYPE_MSG);
+            return REDISMODULE_ERR;
+        }
+    }
+    for (size_t i = 0; i < nout; i++) {
+        op->outputs[i] = Dag_AddSlot(dag, NULL);
+        Dag_AddPersist(dag, outputs[i], op->outputs[i]);
+    }
+    return REDISMODULE_OK;
 }
 
 void Dag_AddPersist(RAI_Dag *dag, RedisModuleString *key, size_t slot) {

@@ -85,6 +85,12 @@ size_t Dag_AddSlot(RAI_Dag *dag, RAI_Tensor *t);
 RAI_DagOp *Dag_AddOp(RAI_Dag *dag, RAI_DagOpKind kind);
 /* Copies argv[0..n-1] into list. */
 void Dag_CopyStrings(RAI_StringList *list, RedisModuleString **argv, size_t n);
+/* For standalone commands: binds op's inputs to the keyspace tensors at
+ * `inputs` (read now) and its outputs to new slots persisted to `outputs`,
+ * refusing output keys that hold another type before anything runs.
+ * REDISMODULE_ERR after err. */
+int Dag_BindKeys(RedisModuleCtx *ctx, RAI_Dag *dag, RAI_DagOp *op, RedisModuleString **inputs,
+                 size_t nin, RedisModuleString **outputs, size_t nout, RAI_Error *err);
 /* Records that `key` receives slot's final tensor when the DAG succeeds. */
 void Dag_AddPersist(RAI_Dag *dag, RedisModuleString *key, size_t slot);
 

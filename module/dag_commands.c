@@ -7,6 +7,7 @@
  * the slot of its latest producer, so later writers shadow earlier ones.
  * Any error here is one error reply and nothing runs.
  */
+#include "args.h"
 #include "dag_commands.h"
 
 #include <string.h>
@@ -26,10 +27,6 @@ typedef enum DagFlavor {
 
 static const char *flavor_names[] = {"AI.DAGEXECUTE", "AI.DAGEXECUTE_RO", "AI.DAGRUN",
                                      "AI.DAGRUN_RO"};
-
-static int tokenIs(RedisModuleString *s, const char *word) {
-    return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
-}
 
 static int isSeparator(RedisModuleString *s) {
     return !strcmp(RedisModule_StringPtrLen(s, NULL), "|>");
@@ -83,7 +80,7 @@ static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *n
     RedisModuleString *name = argv[0];
     int deprecated = flavor == DAG_RUN || flavor == DAG_RUN_RO;
 
-    if (tokenIs(name, "AI.TENSORSET")) {
+    if (Args_TokenIs(name, "AI.TENSORSET")) {
         if (argc < 4) {
             Error_Set(err, "wrong number of arguments for 'AI.TENSORSET' command");
             return REDISMODULE_ERR;
@@ -97,7 +94,7 @@ static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *n
         nameSet(names, argv[1], op->outputs[0]);
         return REDISMODULE_OK;
     }
-    if (tokenIs(name, "AI.TENSORGET")) {
+    if (Args_TokenIs(name, "AI.TENSORGET")) {
         if (argc < 2 || argc > 4) {
             Error_Set(err, "wrong number of arguments for 'AI.TENSORGET' command");
             return REDISMODULE_ERR;
@@ -108,8 +105,8 @@ static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *n
         op->fmt = fmt;
         return bindOp(dag, op, names, argv + 1, 1, NULL, 0, err);
     }
-    if (tokenIs(name, "AI.MODELEXECUTE") || tokenIs(name, "AI.MODELRUN")) {
-        int is_run = tokenIs(name, "AI.MODELRUN");
+    if (Args_TokenIs(name, "AI.MODELEXECUTE") || Args_TokenIs(name, "AI.MODELRUN")) {
+        int is_run = Args_TokenIs(name, "AI.MODELRUN");
         if (is_run && !deprecated) {
             Error_Set(err, "Deprecated AI.MODELRUN cannot be used in AI.DAGEXECUTE command");
             return REDISMODULE_ERR;
@@ -128,8 +125,8 @@ static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *n
         return bindOp(dag, op, names, a.inputs, (size_t)a.ninputs, a.outputs, (size_t)a.noutputs,
                       err);
     }
-    if (tokenIs(name, "AI.SCRIPTEXECUTE") || tokenIs(name, "AI.SCRIPTRUN")) {
-        int is_run = tokenIs(name, "AI.SCRIPTRUN");
+    if (Args_TokenIs(name, "AI.SCRIPTEXECUTE") || Args_TokenIs(name, "AI.SCRIPTRUN")) {
+        int is_run = Args_TokenIs(name, "AI.SCRIPTRUN");
         if (is_run && !deprecated) {
             Error_Set(err, "Deprecated AI.SCRIPTRUN cannot be used in AI.DAGEXECUTE command");
             return REDISMODULE_ERR;
@@ -242,11 +239,11 @@ static int parseHeader(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Name
     int pos = 1;
     while (pos < argc && !isSeparator(argv[pos])) {
         RedisModuleString *tok = argv[pos];
-        if (tokenIs(tok, "LOAD")) {
+        if (Args_TokenIs(tok, "LOAD")) {
             if (h->has_load) return unexpected(err, tok);
             h->has_load = 1;
             pos = parseLoad(ctx, dag, names, argv, argc, pos, err);
-        } else if (tokenIs(tok, "PERSIST")) {
+        } else if (Args_TokenIs(tok, "PERSIST")) {
             if (readOnly(flavor)) {
                 Error_Set(err, "ERR PERSIST cannot be specified in a read-only DAG");
                 return -1;
@@ -254,7 +251,7 @@ static int parseHeader(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Name
             if (h->has_persist) return unexpected(err, tok);
             h->has_persist = 1;
             pos = parsePersist(argv, argc, pos, h, err);
-        } else if (tokenIs(tok, "ROUTING")) {
+        } else if (Args_TokenIs(tok, "ROUTING")) {
             if (h->has_routing) return unexpected(err, tok);
             h->has_routing = 1;
             if (pos + 1 >= argc) {
@@ -262,7 +259,7 @@ static int parseHeader(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Name
                 return -1;
             }
             pos += 2;
-        } else if (tokenIs(tok, "TIMEOUT")) {
+        } else if (Args_TokenIs(tok, "TIMEOUT")) {
             if (h->has_timeout) return unexpected(err, tok);
             h->has_timeout = 1;
             if (pos + 1 >= argc) {
@@ -355,13 +352,13 @@ static void dagKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     int pos = 1;
     while (pos < argc && !isSeparator(argv[pos])) {
         long long n;
-        if ((tokenIs(argv[pos], "LOAD") || tokenIs(argv[pos], "PERSIST")) && pos + 1 < argc &&
+        if ((Args_TokenIs(argv[pos], "LOAD") || Args_TokenIs(argv[pos], "PERSIST")) && pos + 1 < argc &&
             RedisModule_StringToLongLong(argv[pos + 1], &n) == REDISMODULE_OK && n > 0) {
             for (long long i = 0; i < n && pos + 2 + i < argc; i++) {
                 RedisModule_KeyAtPos(ctx, (int)(pos + 2 + i));
             }
             pos += 2 + (int)n;
-        } else if (tokenIs(argv[pos], "ROUTING") && pos + 1 < argc) {
+        } else if (Args_TokenIs(argv[pos], "ROUTING") && pos + 1 < argc) {
             RedisModule_KeyAtPos(ctx, pos + 1);
             pos += 2;
         } else {
@@ -369,7 +366,7 @@ static void dagKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         }
     }
     for (int i = pos; i + 1 < argc; i++) {
-        if (tokenIs(argv[i], "AI.MODELEXECUTE") || tokenIs(argv[i], "AI.SCRIPTEXECUTE")) {
+        if (Args_TokenIs(argv[i], "AI.MODELEXECUTE") || Args_TokenIs(argv[i], "AI.SCRIPTEXECUTE")) {
             RedisModule_KeyAtPos(ctx, i + 1);
         }
     }

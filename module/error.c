@@ -35,22 +35,27 @@ void Error_Set(RAI_Error *err, const char *msg) {
     }
 }
 
-void Error_SetFmt(RAI_Error *err, const char *fmt, ...) {
+void Error_SetV(RAI_Error *err, const char *fmt, va_list ap) {
     if (err == NULL || err->msg) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
+    va_list copy;
+    va_copy(copy, ap);
+    int n = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
     if (n < 0) {
         Error_Set(err, "ERR could not format error message");
         return;
     }
     char *buf = RedisModule_Alloc((size_t)n + 1);
-    va_start(ap, fmt);
     vsnprintf(buf, (size_t)n + 1, fmt, ap);
-    va_end(ap);
     Error_Set(err, buf);
     RedisModule_Free(buf);
+}
+
+void Error_SetFmt(RAI_Error *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    Error_SetV(err, fmt, ap);
+    va_end(ap);
 }
 
 void Error_Move(RAI_Error *dst, RAI_Error *src) {

@@ -8,6 +8,10 @@
 
 #include "backend_abi.h"
 
+#include <stdarg.h>
+
+#define RAI_WRONGTYPE_MSG "WRONGTYPE Operation against a key holding the wrong kind of value"
+
 struct RAI_Error {
     char *msg; /* NULL while no error is set; owned, RedisModule_Alloc'd */
 };
@@ -18,6 +22,7 @@ int Error_IsSet(const RAI_Error *err);
 const char *Error_Message(const RAI_Error *err);
 void Error_Set(RAI_Error *err, const char *msg);
 void Error_SetFmt(RAI_Error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void Error_SetV(RAI_Error *err, const char *fmt, va_list ap);
 /* Moves src's message into dst (if dst has none), leaving src clear. */
 void Error_Move(RAI_Error *dst, RAI_Error *src);
 

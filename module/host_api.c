@@ -36,18 +36,10 @@ static void hostLog(RAI_LogLevel level, const char *fmt, ...) {
 }
 
 static void hostErrorSet(RAI_Error *err, const char *fmt, ...) {
-    if (err == NULL || Error_IsSet(err)) return;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    Error_SetV(err, fmt, ap);
     va_end(ap);
-    if (n < 0) return Error_Set(err, "ERR backend error");
-    char *buf = RedisModule_Alloc((size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(buf, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    Error_Set(err, buf);
-    RedisModule_Free(buf);
 }
 
 static long long hostConfigGet(RAI_ConfigKey key) {

@@ -126,7 +126,7 @@ RAI_Model *Model_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Er
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
         Error_Set(err, "ERR model key is empty");
     } else if (RedisModule_ModuleTypeGetType(key) != RAI_ModelType) {
-        Error_Set(err, "WRONGTYPE Operation against a key holding the wrong kind of value");
+        Error_Set(err, RAI_WRONGTYPE_MSG);
     } else {
         m = Model_Retain(RedisModule_ModuleTypeGetValue(key));
     }

@@ -4,6 +4,7 @@
  * both end in storeModel(), which builds through the backend, checks the
  * key and replicates verbatim.
  */
+#include "args.h"
 #include "model_commands.h"
 
 #include <math.h>
@@ -15,12 +16,6 @@
 #include "device.h"
 #include "model.h"
 #include "model_type.h"
-
-#define WRONGTYPE_MSG "WRONGTYPE Operation against a key holding the wrong kind of value"
-
-static int tokenIs(RedisModuleString *s, const char *word) {
-    return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
-}
 
 /* MODELSTORE/MODELSET's numeric options: integers >= 0, integral doubles
  * such as 2.0 accepted (RedisAI's ArgsCursor). */
@@ -85,7 +80,7 @@ static int storeModel(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Model
     if (type != REDISMODULE_KEYTYPE_EMPTY && RedisModule_ModuleTypeGetType(key) != RAI_ModelType) {
         RedisModule_CloseKey(key);
         Model_Release(m);
-        return replyErr(ctx, WRONGTYPE_MSG);
+        return replyErr(ctx, RAI_WRONGTYPE_MSG);
     }
     Model_RegisterStats(m, keyname);
     RedisModule_ModuleTypeSetValue(key, RAI_ModelType, m);
@@ -109,17 +104,17 @@ int ModelStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         return replyErr(ctx, "ERR Invalid DEVICE");
     }
     int pos = 4;
-    if (pos + 1 < argc && tokenIs(argv[pos], "TAG")) {
+    if (pos + 1 < argc && Args_TokenIs(argv[pos], "TAG")) {
         p.tag = RedisModule_StringPtrLen(argv[pos + 1], &p.tag_len);
         pos += 2;
     }
-    if (pos < argc && tokenIs(argv[pos], "BATCHSIZE")) {
+    if (pos < argc && Args_TokenIs(argv[pos], "BATCHSIZE")) {
         if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.batchsize)) {
             return replyErr(ctx, "ERR Invalid argument for BATCHSIZE");
         }
         pos += 2;
     }
-    if (pos < argc && tokenIs(argv[pos], "MINBATCHSIZE")) {
+    if (pos < argc && Args_TokenIs(argv[pos], "MINBATCHSIZE")) {
         if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.minbatchsize)) {
             return replyErr(ctx, "ERR Invalid argument for MINBATCHSIZE");
         }
@@ -128,7 +123,7 @@ int ModelStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         }
         pos += 2;
     }
-    if (pos < argc && tokenIs(argv[pos], "MINBATCHTIMEOUT")) {
+    if (pos < argc && Args_TokenIs(argv[pos], "MINBATCHTIMEOUT")) {
         if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.minbatchtimeout)) {
             return replyErr(ctx, "ERR Invalid argument for MINBATCHTIMEOUT");
         }
@@ -142,7 +137,7 @@ int ModelStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     RedisModuleString **in_argv = NULL, **out_argv = NULL;
     long long nin = 0, nout = 0;
     if (p.backend == RAI_BACKEND_TF) {
-        if (!tokenIs(argv[pos], "INPUTS")) return replyErr(ctx, "ERR INPUTS not specified for TF");
+        if (!Args_TokenIs(argv[pos], "INPUTS")) return replyErr(ctx, "ERR INPUTS not specified for TF");
         if (pos + 1 >= argc || RedisModule_StringToLongLong(argv[pos + 1], &nin) != REDISMODULE_OK ||
             nin <= 0) {
             return replyErr(ctx, "ERR Invalid argument for input_count");
@@ -153,7 +148,7 @@ int ModelStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         }
         in_argv = argv + pos + 2;
         pos += 2 + (int)nin;
-        if (pos >= argc || !tokenIs(argv[pos], "OUTPUTS")) {
+        if (pos >= argc || !Args_TokenIs(argv[pos], "OUTPUTS")) {
             return replyErr(ctx, "ERR OUTPUTS not specified for TF");
         }
         if (pos + 1 >= argc ||
@@ -166,10 +161,10 @@ int ModelStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         }
         out_argv = argv + pos + 2;
         pos += 2 + (int)nout;
-    } else if (tokenIs(argv[pos], "INPUTS")) {
+    } else if (Args_TokenIs(argv[pos], "INPUTS")) {
         return replyErr(ctx, "ERR INPUTS argument should not be specified for this backend");
     }
-    if (pos >= argc || !tokenIs(argv[pos], "BLOB")) {
+    if (pos >= argc || !Args_TokenIs(argv[pos], "BLOB")) {
         return replyErr(ctx, "ERR Invalid argument, expected BLOB");
     }
     if (pos + 1 >= argc) return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
@@ -194,14 +189,14 @@ static int isModelSetKeyword(RedisModuleString *s) {
     static const char *words[] = {"INPUTS", "OUTPUTS", "TAG", "BATCHSIZE", "MINBATCHSIZE",
                                   "MINBATCHTIMEOUT", "BLOB"};
     for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-        if (tokenIs(s, words[i])) return 1;
+        if (Args_TokenIs(s, words[i])) return 1;
     }
     return 0;
 }
 
 static int findToken(RedisModuleString **argv, int from, int argc, const char *word) {
     for (int i = from; i < argc; i++) {
-        if (tokenIs(argv[i], word)) return i;
+        if (Args_TokenIs(argv[i], word)) return i;
     }
     return -1;
 }
@@ -220,11 +215,11 @@ int ModelSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     p.device_str = RedisModule_StringPtrLen(argv[3], &dlen);
     if (dlen > 10 || isModelSetKeyword(argv[3])) return replyErr(ctx, "ERR Invalid DEVICE");
     int pos = 4;
-    if (pos + 1 < argc && tokenIs(argv[pos], "TAG")) {
+    if (pos + 1 < argc && Args_TokenIs(argv[pos], "TAG")) {
         p.tag = RedisModule_StringPtrLen(argv[pos + 1], &p.tag_len);
         pos += 2;
     }
-    if (pos < argc && tokenIs(argv[pos], "BATCHSIZE")) {
+    if (pos < argc && Args_TokenIs(argv[pos], "BATCHSIZE")) {
         if (p.backend == RAI_BACKEND_TFLITE) {
             return replyErr(ctx, "ERR Auto-batching not supported by the TFLITE backend");
         }
@@ -233,14 +228,14 @@ int ModelSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         }
         pos += 2;
     }
-    if (pos < argc && tokenIs(argv[pos], "MINBATCHSIZE")) {
+    if (pos < argc && Args_TokenIs(argv[pos], "MINBATCHSIZE")) {
         if (p.batchsize == 0) return replyErr(ctx, "ERR MINBATCHSIZE specified without BATCHSIZE");
         if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.minbatchsize)) {
             return replyErr(ctx, "ERR Invalid argument for MINBATCHSIZE");
         }
         pos += 2;
     }
-    if (pos < argc && tokenIs(argv[pos], "MINBATCHTIMEOUT")) {
+    if (pos < argc && Args_TokenIs(argv[pos], "MINBATCHTIMEOUT")) {
         if (p.batchsize == 0) {
             return replyErr(ctx, "ERR MINBATCHTIMEOUT specified without BATCHSIZE");
         }
@@ -261,7 +256,7 @@ int ModelSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         if (blob_at == pos) {
             return replyErr(ctx, "ERR Insufficient arguments, INPUTS and OUTPUTS not specified");
         }
-        if (!tokenIs(argv[pos], "INPUTS")) return replyErr(ctx, "ERR INPUTS not specified");
+        if (!Args_TokenIs(argv[pos], "INPUTS")) return replyErr(ctx, "ERR INPUTS not specified");
         int outputs_at = findToken(argv, pos + 1, blob_at < 0 ? argc : blob_at, "OUTPUTS");
         if (outputs_at < 0) return replyErr(ctx, "ERR OUTPUTS not specified");
         in_from = pos + 1;
@@ -333,8 +328,8 @@ int ModelGet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     }
     int meta = 0, blob = 0;
     for (int i = 2; i < argc; i++) {
-        if (tokenIs(argv[i], "META")) meta = 1;
-        if (tokenIs(argv[i], "BLOB")) blob = 1;
+        if (Args_TokenIs(argv[i], "META")) meta = 1;
+        if (Args_TokenIs(argv[i], "BLOB")) blob = 1;
     }
     if (blob && !meta) {
         replyBlob(ctx, m);
@@ -380,7 +375,7 @@ int ModelDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     }
     if (RedisModule_ModuleTypeGetType(key) != RAI_ModelType) {
         RedisModule_CloseKey(key);
-        return replyErr(ctx, WRONGTYPE_MSG);
+        return replyErr(ctx, RAI_WRONGTYPE_MSG);
     }
     RedisModule_DeleteKey(key);
     RedisModule_CloseKey(key);

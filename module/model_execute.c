@@ -7,6 +7,7 @@
  * Both also answer Redis's key-position requests (getkeys-api), so that
  * ACLs and cluster routing see every key.
  */
+#include "args.h"
 #include "model_execute.h"
 
 #include <string.h>
@@ -14,14 +15,6 @@
 
 #include "dag.h"
 #include "model_type.h"
-#include "tensor_commands.h"
-#include "tensor_type.h"
-
-#define WRONGTYPE_MSG "WRONGTYPE Operation against a key holding the wrong kind of value"
-
-static int tokenIs(RedisModuleString *s, const char *word) {
-    return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
-}
 
 /* A model that declares no outputs (TorchScript returning List[Tensor])
  * takes any count; the backend checks what it produced. */
@@ -47,7 +40,7 @@ int ModelExecute_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, 
     }
     a->model = Model_FromKey(ctx, argv[1], err);
     if (a->model == NULL) return REDISMODULE_ERR;
-    if (!tokenIs(argv[2], "INPUTS")) return fail(a, err, "ERR INPUTS not specified");
+    if (!Args_TokenIs(argv[2], "INPUTS")) return fail(a, err, "ERR INPUTS not specified");
     if (RedisModule_StringToLongLong(argv[3], &a->ninputs) != REDISMODULE_OK) {
         return fail(a, err, "ERR Invalid argument for input_count");
     }
@@ -62,7 +55,7 @@ int ModelExecute_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, 
     }
     a->inputs = argv + 4;
     int pos = 4 + (int)a->ninputs;
-    if (pos >= argc || !tokenIs(argv[pos], "OUTPUTS")) {
+    if (pos >= argc || !Args_TokenIs(argv[pos], "OUTPUTS")) {
         return fail(a, err, "ERR OUTPUTS not specified");
     }
     if (pos + 1 >= argc ||
@@ -81,7 +74,7 @@ int ModelExecute_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, 
     a->outputs = argv + pos + 2;
     pos += 2 + (int)a->noutputs;
     if (pos >= argc) return REDISMODULE_OK;
-    if (!tokenIs(argv[pos], "TIMEOUT")) {
+    if (!Args_TokenIs(argv[pos], "TIMEOUT")) {
         Error_SetFmt(err, "Invalid argument: %s", RedisModule_StringPtrLen(argv[pos], NULL));
         return fail(a, err, NULL);
     }
@@ -108,7 +101,7 @@ int ModelRun_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int 
     a->model = Model_FromKey(ctx, argv[1], err);
     if (a->model == NULL) return REDISMODULE_ERR;
     int pos = 2;
-    if (tokenIs(argv[pos], "TIMEOUT")) {
+    if (Args_TokenIs(argv[pos], "TIMEOUT")) {
         if (RedisModule_StringToLongLong(argv[pos + 1], &a->timeout) != REDISMODULE_OK ||
             a->timeout <= 0) {
             return fail(a, err, "ERR Invalid value for TIMEOUT");
@@ -116,10 +109,10 @@ int ModelRun_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int 
         if (in_dag) return fail(a, err, "ERR TIMEOUT not allowed within a DAG command");
         pos += 2;
     }
-    if (!tokenIs(argv[pos], "INPUTS")) return fail(a, err, "ERR INPUTS not specified");
+    if (!Args_TokenIs(argv[pos], "INPUTS")) return fail(a, err, "ERR INPUTS not specified");
     int outputs_at = argc;
     for (int i = pos + 1; i < argc; i++) {
-        if (tokenIs(argv[i], "OUTPUTS")) {
+        if (Args_TokenIs(argv[i], "OUTPUTS")) {
             outputs_at = i;
             break;
         }
@@ -139,24 +132,8 @@ int ModelRun_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int 
 
 /* ------------------------------- execution -------------------------------- */
 
-/* Output keys holding another type fail now, before a model runs for
- * nothing; the reply callback checks again when it stores. */
-static int checkOutputKeys(RedisModuleCtx *ctx, const ExecuteArgs *a, RAI_Error *err) {
-    for (long long i = 0; i < a->noutputs; i++) {
-        RedisModuleKey *key = RedisModule_OpenKey(ctx, a->outputs[i], REDISMODULE_READ);
-        int bad = RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY &&
-                  RedisModule_ModuleTypeGetType(key) != RAI_TensorType;
-        RedisModule_CloseKey(key);
-        if (bad) {
-            Error_Set(err, WRONGTYPE_MSG);
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* Looks up the inputs, builds the one-op DAG and starts it. Consumes the
- * model reference in a. */
+/* Snapshots the input tensors, builds the one-op DAG and starts it.
+ * Consumes the model reference in a. */
 static int startExecution(RedisModuleCtx *ctx, ExecuteArgs *a) {
     RAI_Error err;
     Error_Init(&err);
@@ -166,27 +143,14 @@ static int startExecution(RedisModuleCtx *ctx, ExecuteArgs *a) {
     RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_MODEL);
     op->model = a->model;
     op->queue = a->model->queue;
-    op->ninputs = (size_t)a->ninputs;
-    op->inputs = RedisModule_Alloc(sizeof(size_t) * (op->ninputs ? op->ninputs : 1));
-    op->noutputs = (size_t)a->noutputs;
-    op->outputs = RedisModule_Alloc(sizeof(size_t) * (op->noutputs ? op->noutputs : 1));
-    for (long long i = 0; i < a->ninputs; i++) {
-        RAI_Tensor *t = Tensor_FromKey(ctx, a->inputs[i], &err);
-        if (t == NULL) goto fail;
-        op->inputs[i] = Dag_AddSlot(dag, t);
-    }
-    if (!checkOutputKeys(ctx, a, &err)) goto fail;
-    for (long long i = 0; i < a->noutputs; i++) {
-        op->outputs[i] = Dag_AddSlot(dag, NULL);
-        Dag_AddPersist(dag, a->outputs[i], op->outputs[i]);
+    if (Dag_BindKeys(ctx, dag, op, a->inputs, (size_t)a->ninputs, a->outputs,
+                     (size_t)a->noutputs, &err) != REDISMODULE_OK) {
+        RedisModule_ReplyWithError(ctx, Error_Message(&err));
+        Error_Clear(&err);
+        Dag_Free(dag);
+        return REDISMODULE_OK;
     }
     return Dag_Start(ctx, dag);
-
-fail:
-    RedisModule_ReplyWithError(ctx, Error_Message(&err));
-    Error_Clear(&err);
-    Dag_Free(dag);
-    return REDISMODULE_OK;
 }
 
 typedef int (*ParseFn)(RedisModuleCtx *, RedisModuleString **, int, int, ExecuteArgs *,
@@ -224,10 +188,10 @@ static void modelExecuteKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int 
 static void modelRunKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     RedisModule_KeyAtPos(ctx, 1);
     int pos = 2;
-    if (pos + 1 < argc && tokenIs(argv[pos], "TIMEOUT")) pos += 2;
-    if (pos >= argc || !tokenIs(argv[pos], "INPUTS")) return;
+    if (pos + 1 < argc && Args_TokenIs(argv[pos], "TIMEOUT")) pos += 2;
+    if (pos >= argc || !Args_TokenIs(argv[pos], "INPUTS")) return;
     for (int i = pos + 1; i < argc; i++) {
-        if (!tokenIs(argv[i], "OUTPUTS")) RedisModule_KeyAtPos(ctx, i);
+        if (!Args_TokenIs(argv[i], "OUTPUTS")) RedisModule_KeyAtPos(ctx, i);
     }
 }
 

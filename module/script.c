@@ -99,7 +99,7 @@ RAI_Script *Script_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
         Error_Set(err, "ERR script key is empty");
     } else if (RedisModule_ModuleTypeGetType(key) != RAI_ScriptType) {
-        Error_Set(err, "WRONGTYPE Operation against a key holding the wrong kind of value");
+        Error_Set(err, RAI_WRONGTYPE_MSG);
     } else {
         s = Script_Retain(RedisModule_ModuleTypeGetValue(key));
     }

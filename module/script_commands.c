@@ -2,6 +2,7 @@
  * script_commands.c - AI.SCRIPTSTORE, AI.SCRIPTSET (deprecated), AI.SCRIPTGET
  * and AI.SCRIPTDEL (spec 8.1-8.4). Both store commands end in storeScript().
  */
+#include "args.h"
 #include "script_commands.h"
 
 #include <string.h>
@@ -9,12 +10,6 @@
 
 #include "script.h"
 #include "script_type.h"
-
-#define WRONGTYPE_MSG "WRONGTYPE Operation against a key holding the wrong kind of value"
-
-static int tokenIs(RedisModuleString *s, const char *word) {
-    return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
-}
 
 /* Compiles, type-checks the key (after compiling, as 1.2), stores,
  * replicates verbatim and replies. */
@@ -32,7 +27,7 @@ static int storeScript(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Scri
     if (type != REDISMODULE_KEYTYPE_EMPTY && RedisModule_ModuleTypeGetType(key) != RAI_ScriptType) {
         RedisModule_CloseKey(key);
         Script_Release(s);
-        return RedisModule_ReplyWithError(ctx, WRONGTYPE_MSG);
+        return RedisModule_ReplyWithError(ctx, RAI_WRONGTYPE_MSG);
     }
     Script_RegisterStats(s, keyname);
     RedisModule_ModuleTypeSetValue(key, RAI_ScriptType, s);
@@ -47,11 +42,11 @@ int ScriptStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int 
     RAI_ScriptParams p = {.tag = "", .tag_len = 0};
     p.device_str = RedisModule_StringPtrLen(argv[2], NULL);
     int pos = 3;
-    if (tokenIs(argv[pos], "TAG")) {
+    if (Args_TokenIs(argv[pos], "TAG")) {
         p.tag = RedisModule_StringPtrLen(argv[pos + 1], &p.tag_len);
         pos += 2;
     }
-    if (pos >= argc || !tokenIs(argv[pos], "ENTRY_POINTS")) {
+    if (pos >= argc || !Args_TokenIs(argv[pos], "ENTRY_POINTS")) {
         return RedisModule_ReplyWithError(ctx, "ERR Insufficient arguments, missing script entry points");
     }
     long long n;
@@ -65,7 +60,7 @@ int ScriptStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int 
     }
     RedisModuleString **eps_argv = argv + pos + 2;
     pos += 2 + (int)n;
-    if (pos + 1 >= argc || !tokenIs(argv[pos], "SOURCE")) {
+    if (pos + 1 >= argc || !Args_TokenIs(argv[pos], "SOURCE")) {
         return RedisModule_ReplyWithError(ctx, "ERR Insufficient arguments, missing script SOURCE");
     }
     p.source = RedisModule_StringPtrLen(argv[pos + 1], &p.source_len);
@@ -84,11 +79,11 @@ int ScriptSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     RAI_ScriptParams p = {.tag = "", .tag_len = 0};
     p.device_str = RedisModule_StringPtrLen(argv[2], NULL);
     int pos = 3;
-    if (argc == 7 && tokenIs(argv[pos], "TAG")) {
+    if (argc == 7 && Args_TokenIs(argv[pos], "TAG")) {
         p.tag = RedisModule_StringPtrLen(argv[pos + 1], &p.tag_len);
         pos += 2;
     }
-    if (pos + 1 >= argc || !tokenIs(argv[pos], "SOURCE")) {
+    if (pos + 1 >= argc || !Args_TokenIs(argv[pos], "SOURCE")) {
         return RedisModule_ReplyWithError(ctx, "ERR Insufficient arguments, missing script SOURCE");
     }
     p.source = RedisModule_StringPtrLen(argv[pos + 1], &p.source_len);
@@ -108,8 +103,8 @@ int ScriptGet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     }
     int meta = 0, source = 0;
     for (int i = 2; i < argc; i++) {
-        if (tokenIs(argv[i], "META")) meta = 1;
-        if (tokenIs(argv[i], "SOURCE")) source = 1;
+        if (Args_TokenIs(argv[i], "META")) meta = 1;
+        if (Args_TokenIs(argv[i], "SOURCE")) source = 1;
     }
     if (source && !meta) {
         RedisModule_ReplyWithStringBuffer(ctx, s->source, s->source_len);
@@ -146,7 +141,7 @@ int ScriptDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     }
     if (RedisModule_ModuleTypeGetType(key) != RAI_ScriptType) {
         RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, WRONGTYPE_MSG);
+        return RedisModule_ReplyWithError(ctx, RAI_WRONGTYPE_MSG);
     }
     RedisModule_DeleteKey(key);
     RedisModule_CloseKey(key);

@@ -5,6 +5,7 @@
  * OUTPUTS, timeout), then startScript() snapshots the input tensors and
  * starts a one-op DAG, as model_execute.c does for models.
  */
+#include "args.h"
 #include "script_execute.h"
 
 #include <string.h>
@@ -12,14 +13,6 @@
 
 #include "dag.h"
 #include "script.h"
-#include "tensor_commands.h"
-#include "tensor_type.h"
-
-#define WRONGTYPE_MSG "WRONGTYPE Operation against a key holding the wrong kind of value"
-
-static int tokenIs(RedisModuleString *s, const char *word) {
-    return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
-}
 
 /* Consumes the script reference in a. */
 static int startScript(RedisModuleCtx *ctx, ScriptArgs *a) {
@@ -35,26 +28,9 @@ static int startScript(RedisModuleCtx *ctx, ScriptArgs *a) {
     op->entry_point = Script_IsEntryPoint(a->script, op->function);
     Dag_CopyStrings(&op->keys, a->keys.argv, (size_t)a->keys.n);
     Dag_CopyStrings(&op->args, a->args.argv, (size_t)a->args.n);
-    op->ninputs = (size_t)a->inputs.n;
-    op->inputs = RedisModule_Alloc(sizeof(size_t) * (op->ninputs ? op->ninputs : 1));
-    op->noutputs = (size_t)a->outputs.n;
-    op->outputs = RedisModule_Alloc(sizeof(size_t) * (op->noutputs ? op->noutputs : 1));
-    for (long long i = 0; i < a->inputs.n; i++) {
-        RAI_Tensor *t = Tensor_FromKey(ctx, a->inputs.argv[i], &err);
-        if (t == NULL) goto fail;
-        op->inputs[i] = Dag_AddSlot(dag, t);
-    }
-    for (long long i = 0; i < a->outputs.n; i++) {
-        RedisModuleKey *key = RedisModule_OpenKey(ctx, a->outputs.argv[i], REDISMODULE_READ);
-        int bad = RedisModule_KeyType(key) != REDISMODULE_KEYTYPE_EMPTY &&
-                  RedisModule_ModuleTypeGetType(key) != RAI_TensorType;
-        RedisModule_CloseKey(key);
-        if (bad) {
-            Error_Set(&err, WRONGTYPE_MSG);
-            goto fail;
-        }
-        op->outputs[i] = Dag_AddSlot(dag, NULL);
-        Dag_AddPersist(dag, a->outputs.argv[i], op->outputs[i]);
+    if (Dag_BindKeys(ctx, dag, op, a->inputs.argv, (size_t)a->inputs.n, a->outputs.argv,
+                     (size_t)a->outputs.n, &err) != REDISMODULE_OK) {
+        goto fail;
     }
     return Dag_Start(ctx, dag);
 
@@ -138,7 +114,7 @@ static const Scope scopes[] = {
  * had to be formatted). */
 static const char *parseScriptExecute(RedisModuleString **argv, int argc, int in_dag,
                                       ScriptArgs *a, RAI_Error *err) {
-    if (!in_dag && (argc < 4 || !(tokenIs(argv[3], "KEYS") || tokenIs(argv[3], "INPUTS")))) {
+    if (!in_dag && (argc < 4 || !(Args_TokenIs(argv[3], "KEYS") || Args_TokenIs(argv[3], "INPUTS")))) {
         return "ERR KEYS or INPUTS scope must be provided first for AI.SCRIPTEXECUTE command";
     }
     int seen_keys = 0, seen[3] = {0, 0, 0};
@@ -146,7 +122,7 @@ static const char *parseScriptExecute(RedisModuleString **argv, int argc, int in
     int pos = 3;
     while (pos < argc) {
         RedisModuleString *tok = argv[pos];
-        if (tokenIs(tok, "KEYS")) {
+        if (Args_TokenIs(tok, "KEYS")) {
             if (seen_keys) return "ERR Already Encountered KEYS scope in AI.SCRIPTEXECUTE command";
             seen_keys = 1;
             if (argc - pos - 1 < 2) return "ERR Missing arguments after KEYS keyword";
@@ -164,7 +140,7 @@ static const char *parseScriptExecute(RedisModuleString **argv, int argc, int in
         }
         int s = -1;
         for (int i = 0; i < 3; i++) {
-            if (tokenIs(tok, scopes[i].name)) s = i;
+            if (Args_TokenIs(tok, scopes[i].name)) s = i;
         }
         if (s >= 0) {
             if (seen[s]) {
@@ -184,7 +160,7 @@ static const char *parseScriptExecute(RedisModuleString **argv, int argc, int in
             pos += 2 + (int)n;
             continue;
         }
-        if (tokenIs(tok, "TIMEOUT")) {
+        if (Args_TokenIs(tok, "TIMEOUT")) {
             if (pos + 1 >= argc) return "ERR No value provided for TIMEOUT in AI.SCRIPTEXECUTE";
             if (RedisModule_StringToLongLong(argv[pos + 1], &a->timeout) != REDISMODULE_OK ||
                 a->timeout <= 0) {
@@ -224,8 +200,8 @@ static void scriptExecuteKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int
     RedisModule_KeyAtPos(ctx, 1);
     int pos = 3;
     while (pos + 1 < argc) {
-        int is_keys = tokenIs(argv[pos], "KEYS"), is_in = tokenIs(argv[pos], "INPUTS");
-        int is_out = tokenIs(argv[pos], "OUTPUTS"), is_args = tokenIs(argv[pos], "ARGS");
+        int is_keys = Args_TokenIs(argv[pos], "KEYS"), is_in = Args_TokenIs(argv[pos], "INPUTS");
+        int is_out = Args_TokenIs(argv[pos], "OUTPUTS"), is_args = Args_TokenIs(argv[pos], "ARGS");
         long long n;
         if (!(is_keys || is_in || is_out || is_args) ||
             RedisModule_StringToLongLong(argv[pos + 1], &n) != REDISMODULE_OK) {
@@ -262,7 +238,7 @@ static const char *parseScriptRun(RedisModuleString **argv, int argc, int in_dag
     a->owns_lists = 1;
     for (int pos = 3; pos < argc; pos++) {
         RedisModuleString *tok = argv[pos];
-        if (tokenIs(tok, "TIMEOUT")) {
+        if (Args_TokenIs(tok, "TIMEOUT")) {
             if (seen_timeout) return "ERR Already encountered an TIMEOUT section in SCRIPTRUN";
             seen_timeout = 1;
             if (pos + 1 >= argc ||
@@ -272,12 +248,12 @@ static const char *parseScriptRun(RedisModuleString **argv, int argc, int in_dag
             }
             if (in_dag) return "ERR TIMEOUT not allowed within a DAG command";
             pos++;
-        } else if (tokenIs(tok, "INPUTS")) {
+        } else if (Args_TokenIs(tok, "INPUTS")) {
             if (seen_outputs) return "ERR Already encountered an INPUTS section in SCRIPTRUN";
             if (seen_inputs) return "ERR Already encountered an INPUTS keyword in SCRIPTRUN";
             seen_inputs = 1;
             section = IN_INPUTS;
-        } else if (tokenIs(tok, "OUTPUTS")) {
+        } else if (Args_TokenIs(tok, "OUTPUTS")) {
             if (seen_outputs) return "ERR Already encountered an OUTPUTS keyword in SCRIPTRUN";
             seen_outputs = 1;
             section = IN_OUTPUTS;
@@ -302,11 +278,11 @@ static void scriptRunKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     RedisModule_KeyAtPos(ctx, 1);
     int in_lists = 0;
     for (int pos = 3; pos < argc; pos++) {
-        if (tokenIs(argv[pos], "TIMEOUT")) {
+        if (Args_TokenIs(argv[pos], "TIMEOUT")) {
             pos++;
-        } else if (tokenIs(argv[pos], "INPUTS")) {
+        } else if (Args_TokenIs(argv[pos], "INPUTS")) {
             in_lists = 1;
-        } else if (in_lists && !tokenIs(argv[pos], "OUTPUTS") &&
+        } else if (in_lists && !Args_TokenIs(argv[pos], "OUTPUTS") &&
                    strcmp(RedisModule_StringPtrLen(argv[pos], NULL), "$")) {
             RedisModule_KeyAtPos(ctx, pos);
         }

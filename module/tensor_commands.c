@@ -2,6 +2,7 @@
  * tensor_commands.c - AI.TENSORSET and AI.TENSORGET (spec sections 1-3).
  * Error checks run in the spec's order, each with its exact text.
  */
+#include "args.h"
 #include "tensor_commands.h"
 
 #include <string.h>
@@ -9,14 +10,9 @@
 
 #include "tensor_type.h"
 
-#define WRONGTYPE_MSG "WRONGTYPE Operation against a key holding the wrong kind of value"
 /* Zero-filled tensors are the one form whose size the client does not
  * send: cap them so that a typo in a shape cannot exhaust memory. */
 #define ZERO_FILL_MAX_BYTES (4ULL << 30)
-
-static int tokenIs(RedisModuleString *s, const char *word) {
-    return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
-}
 
 /* --------------------------------- parsing -------------------------------- */
 
@@ -123,7 +119,7 @@ RAI_Tensor *TensorSet_Parse(RedisModuleString **argv, int argc, RAI_Error *err) 
     RAI_Tensor *t = NULL;
     size_t n = 1;
     for (; i < argc; i++) {
-        if (tokenIs(argv[i], "BLOB") || tokenIs(argv[i], "VALUES")) break;
+        if (Args_TokenIs(argv[i], "BLOB") || Args_TokenIs(argv[i], "VALUES")) break;
         long long d;
         if (RedisModule_StringToLongLong(argv[i], &d) != REDISMODULE_OK || d <= 0 ||
             __builtin_mul_overflow(n, (size_t)d, &n)) {
@@ -144,7 +140,7 @@ RAI_Tensor *TensorSet_Parse(RedisModuleString **argv, int argc, RAI_Error *err) 
         goto done;
     }
     int rest = argc - i - 1;
-    if (tokenIs(argv[i], "BLOB")) {
+    if (Args_TokenIs(argv[i], "BLOB")) {
         if (rest != 1) {
             Error_Set(err, "ERR a single binary string should come after the BLOB argument in "
                            "'AI.TENSORSET' command");
@@ -178,11 +174,11 @@ done:
 int TensorGet_ParseFormat(RedisModuleString **argv, int argc, RAI_Error *err) {
     int fmt = 0;
     for (int i = 0; i < argc; i++) {
-        if (tokenIs(argv[i], "META")) {
+        if (Args_TokenIs(argv[i], "META")) {
             fmt |= TENSORGET_META;
-        } else if (tokenIs(argv[i], "BLOB")) {
+        } else if (Args_TokenIs(argv[i], "BLOB")) {
             fmt |= TENSORGET_BLOB;
-        } else if (tokenIs(argv[i], "VALUES")) {
+        } else if (Args_TokenIs(argv[i], "VALUES")) {
             fmt |= TENSORGET_VALUES;
         } else {
             Error_Set(err, "ERR unsupported data format");
@@ -288,7 +284,7 @@ RAI_Tensor *Tensor_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
         Error_Set(err, "ERR tensor key is empty or in a different shard");
     } else if (RedisModule_ModuleTypeGetType(key) != RAI_TensorType) {
-        Error_Set(err, WRONGTYPE_MSG);
+        Error_Set(err, RAI_WRONGTYPE_MSG);
     } else {
         t = Tensor_Retain(RedisModule_ModuleTypeGetValue(key));
     }
@@ -323,7 +319,7 @@ int Tensor_StoreAndReplicate(RedisModuleCtx *ctx, RedisModuleString *keyname, RA
     int type = RedisModule_KeyType(key);
     if (type != REDISMODULE_KEYTYPE_EMPTY && RedisModule_ModuleTypeGetType(key) != RAI_TensorType) {
         RedisModule_CloseKey(key);
-        Error_Set(err, WRONGTYPE_MSG);
+        Error_Set(err, RAI_WRONGTYPE_MSG);
         return REDISMODULE_ERR;
     }
     RedisModule_ModuleTypeSetValue(key, RAI_TensorType, Tensor_Retain(t));
@@ -351,7 +347,7 @@ int TensorSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     int type = RedisModule_KeyType(key);
     if (type != REDISMODULE_KEYTYPE_EMPTY && RedisModule_ModuleTypeGetType(key) != RAI_TensorType) {
         RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, WRONGTYPE_MSG);
+        return RedisModule_ReplyWithError(ctx, RAI_WRONGTYPE_MSG);
     }
     RAI_Error err;
     Error_Init(&err);
