@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define RAI_ABI_MAJOR 1
-#define RAI_ABI_MINOR 1
+#define RAI_ABI_MINOR 2
 
 #define RAI_BACKEND_ENTRY_SYMBOL "RAI_BackendEntry"
 
@@ -264,6 +264,12 @@ typedef struct RAI_BackendDescriptor {
      * tensors on success. Returns 0, or -1 after error_set. */
     int (*script_run)(void *script, const RAI_RunInfo *info, const RAI_ScriptCall *call,
                       RAI_Tensor **outputs, RAI_Error *err);
+
+    /* --- 1.2: diagnostics; NULL when the backend has none --- */
+    /* Called on the main thread for INFO MODULES: the backend reports each
+     * of its own fields with add(ctx, field, value); the core prefixes
+     * them (`ai_`), e.g. field "onnxruntime_memory". */
+    void (*info)(void *ctx, void (*add)(void *ctx, const char *field, const char *value));
 } RAI_BackendDescriptor;
 
 /* The one exported symbol. Returns NULL (with a reason in errbuf) when the
@@ -283,6 +289,8 @@ typedef const RAI_BackendDescriptor *(*RAI_BackendEntryFn)(const RAI_HostApi *ho
     (offsetof(RAI_BackendDescriptor, model_run) + sizeof(void *))
 #define RAI_DESCRIPTOR_SIZE_1_1 \
     (offsetof(RAI_BackendDescriptor, script_run) + sizeof(void *))
+#define RAI_DESCRIPTOR_SIZE_1_2 \
+    (offsetof(RAI_BackendDescriptor, info) + sizeof(void *))
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,10 @@ static const char *backend_fields[RAI_BACKEND_KINDS] = {
     [RAI_BACKEND_ONNX] = "onnxruntime",
 };
 
+static void addBackendField(void *ctx, const char *field, const char *value) {
+    RedisModule_InfoAddFieldCString(ctx, field, value);
+}
+
 static void addTime(RedisModuleInfoCtx *ctx, const char *field, struct timeval tv) {
     char buf[64];
     snprintf(buf, sizeof(buf), "%ld.%06ld", (long)tv.tv_sec, (long)tv.tv_usec);
@@ -83,6 +87,9 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
         RedisModule_InfoAddFieldCString(ctx, field, b->desc->framework_version);
         snprintf(field, sizeof(field), "%s_path", backend_fields[k]);
         RedisModule_InfoAddFieldCString(ctx, field, b->path);
+        if (b->desc->size >= RAI_DESCRIPTOR_SIZE_1_2 && b->desc->info) {
+            b->desc->info(ctx, addBackendField);
+        }
     }
 
     RedisModule_InfoAddSection(ctx, "cpu");
