@@ -9,6 +9,7 @@ from . import pins
 
 ROOT: Path = Path(__file__).resolve().parent.parent
 VENV: Path = ROOT / ".venv"
+CLIENT_VENV: Path = ROOT / ".venv-client"  # the PyPI redisai client (pins.CLIENT_PYPI_PINS)
 BUILD_DIR: Path = ROOT / "build"
 INSTALL_ROOT: Path = ROOT / "install"
 

@@ -34,6 +34,9 @@ PYPI_PINS: Final[tuple[str, ...]] = (
     "torch==2.13.0",
     "tensorflow-cpu==2.21.0",
     "onnxruntime==1.32.0",
+    # Tests build ONNX models with the `onnx` helper and torch.onnx.export
+    # (dynamo=False, the TorchScript exporter: it needs no onnxscript).
+    "onnx==1.23.2",
     "numpy==2.4.6",
     "redis==8.1.0",
     "pytest==9.2.0",
@@ -42,6 +45,19 @@ PYPI_PINS: Final[tuple[str, ...]] = (
     # For `pip install --no-build-isolation .`: bdist_wheel is built into
     # setuptools >= 70.1, so no separate `wheel` package is needed.
     "setuptools==80.9.0",
+)
+
+# --- PyPI: .venv-client, the PyPI `redisai` client's own environment ------
+# redisai 1.3.0 pins redis<5 (the project's .venv has redis 8) and imports
+# pkg_resources, which setuptools >= 70 no longer guarantees; it also pulls
+# deprecated and hiredis. numpy 2 works except tensorget(as_numpy_mutable=True),
+# a client bug the tests do not use.
+
+CLIENT_PYPI_PINS: Final[tuple[str, ...]] = (
+    "redisai==1.3.0",
+    "redis==4.6.0",
+    "setuptools==69.5.1",
+    "numpy==2.4.6",
 )
 
 # --- Debian ----------------------------------------------------------------

@@ -1,8 +1,11 @@
 """`python3 -m build_tools setup`: system packages, .venv and the PyPI pins.
 
 Runs with the system python3 and only the stdlib. Idempotent: apt runs only
-for missing commands, the venv is created only when absent or broken, and
-pip runs only when the stamp in .venv does not record the current pins.
+for missing commands, each venv is created only when absent or broken, and
+pip runs only when the stamp in that venv does not record its current pins.
+
+Two venvs: .venv (build, tests, frameworks: pins.PYPI_PINS) and .venv-client
+(the PyPI `redisai` client, which needs redis<5: pins.CLIENT_PYPI_PINS).
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from . import paths, pins
 from ._proc import run_quiet, run_terminal
@@ -84,11 +88,11 @@ def ensure_venv(venv: Path) -> None:
     run_quiet([sys.executable, "-m", "venv", str(venv)], "creating the venv")
 
 
-def pins_digest(venv: Path) -> str:
+def pins_digest(venv: Path, pin_list: Sequence[str] = pins.PYPI_PINS) -> str:
     """Hash of what a pip step installs: the pins and the venv's interpreter."""
     version = run_quiet([str(paths.venv_python(venv)), "-c",
                          "import sys; print(sys.version)"], "asking the venv's python").strip()
-    blob = json.dumps({"pins": list(pins.PYPI_PINS), "python": version}, sort_keys=True)
+    blob = json.dumps({"pins": list(pin_list), "python": version}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -107,36 +111,40 @@ print("; ".join(bad))
 """
 
 
-def _pins_installed(venv: Path) -> str:
+def _pins_installed(venv: Path, pin_list: Sequence[str]) -> str:
     """'' when every pin is installed at its version, else what differs."""
     return run_quiet([str(paths.venv_python(venv)), "-c", _VERIFY,
-                      json.dumps(list(pins.PYPI_PINS))], "checking the venv's packages").strip()
+                      json.dumps(list(pin_list))], "checking the venv's packages").strip()
 
 
-def ensure_pins(venv: Path) -> None:
+def ensure_pins(venv: Path, pin_list: Sequence[str] = pins.PYPI_PINS,
+                size_note: str = " (large: about 1.5 GB)") -> None:
     stamp = venv / _STAMP_NAME
-    digest = pins_digest(venv)
+    digest = pins_digest(venv, pin_list)
     if stamp.is_file() and stamp.read_text().strip() == digest:
-        problem = _pins_installed(venv)
+        problem = _pins_installed(venv, pin_list)
         if not problem:
-            _say("pip packages match the pins (stamp " + digest[:12] + "): skipping pip")
+            _say(f"{venv.name}: pip packages match the pins (stamp {digest[:12]}): skipping pip")
             return
-        _say(f"stamp matches but the venv differs ({problem}): reinstalling")
+        _say(f"{venv.name}: stamp matches but the venv differs ({problem}): reinstalling")
     python = str(paths.venv_python(venv))
-    _say("upgrading pip in the venv")
+    _say(f"{venv.name}: upgrading pip")
     run_terminal([python, "-m", "pip", "install", "--upgrade", "pip"], "pip upgrade")
-    _say("pip install " + " ".join(pins.PYPI_PINS) + " (large: about 1.5 GB)")
-    run_terminal([python, "-m", "pip", "install", *pins.PYPI_PINS], "pip install")
-    problem = _pins_installed(venv)
+    _say(f"{venv.name}: pip install " + " ".join(pin_list) + size_note)
+    run_terminal([python, "-m", "pip", "install", *pin_list], "pip install")
+    problem = _pins_installed(venv, pin_list)
     if problem:
-        raise BuildError(f"after pip install the venv does not match the pins: {problem}")
+        raise BuildError(f"after pip install {venv} does not match the pins: {problem}")
     stamp.write_text(digest + "\n")
-    _say("pins installed; stamp " + digest[:12] + " written")
+    _say(f"{venv.name}: pins installed; stamp {digest[:12]} written")
 
 
-def setup(venv: Path = paths.VENV) -> None:
+def setup(venv: Path = paths.VENV, client_venv: Path = paths.CLIENT_VENV) -> None:
     """The whole `setup` command."""
     ensure_system_packages()
     ensure_venv(venv)
     ensure_pins(venv)
+    # The PyPI redisai client lives apart: it needs redis<5 and setuptools<70.
+    ensure_venv(client_venv)
+    ensure_pins(client_venv, pins.CLIENT_PYPI_PINS, size_note="")
     _say(f"done: use {paths.venv_python(venv)} -m build_tools build")

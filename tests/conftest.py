@@ -210,3 +210,40 @@ def start_expecting_failure(module: pathlib.Path, module_args: Sequence[str],
     srv.stop()
     raise AssertionError(f"redis-server started although module args {list(module_args)!r} "
                          "should have made the module load fail")
+
+
+# --------------------------------------------------------------------------------------
+# Added for the Torch / ONNX Runtime backends: their install paths. A test that needs one
+# skips (with the path in the reason) only when that backend is absent from the install
+# tree; CI builds all three backends, so there they run.
+# --------------------------------------------------------------------------------------
+
+def backend_file(install_dir: pathlib.Path, name: str) -> pathlib.Path:
+    """install_dir/backends/redisai_<name>/redisai_<name>.so (the lazy-loading default)."""
+    return install_dir / "backends" / f"redisai_{name}" / f"redisai_{name}.so"
+
+
+def _require_backend(install_dir: pathlib.Path, name: str, what: str) -> pathlib.Path:
+    path = backend_file(install_dir, name)
+    if not path.is_file():
+        pytest.skip(f"{what} backend not built: {path} is absent from the install tree "
+                    f"(backends/{name}/ has no sources, or `python -m build_tools build` "
+                    "has not run since they arrived)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def torch_backend_path(install_dir: pathlib.Path) -> pathlib.Path:
+    return _require_backend(install_dir, "torch", "TORCH")
+
+
+@pytest.fixture(scope="session")
+def onnx_backend_path(install_dir: pathlib.Path) -> pathlib.Path:
+    return _require_backend(install_dir, "onnxruntime", "ONNX")
+
+
+@pytest.fixture(scope="session")
+def all_backend_paths(tf_backend_path: pathlib.Path, torch_backend_path: pathlib.Path,
+                      onnx_backend_path: pathlib.Path) -> dict[str, pathlib.Path]:
+    """The three backends by load keyword (TF, TORCH, ONNX); skips if one is absent."""
+    return {"TF": tf_backend_path, "TORCH": torch_backend_path, "ONNX": onnx_backend_path}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pathlib
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from resp import RespError, Status
 
@@ -87,7 +87,3 @@ def info_field(info_text: bytes | str, field: str) -> str | None:
         if line.startswith(field + ":"):
             return line.split(":", 1)[1].strip()
     return None
-
-
-def as_args(values: Sequence[Any]) -> list[Any]:
-    return [str(v) for v in values]

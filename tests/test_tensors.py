@@ -528,6 +528,21 @@ def test_redis_py_client(server, r):
     assert r.type("a") == b"AI_TENSOR"
 
 
+def test_redis_py_error_mapping(r):
+    """What redis-py users see: every error is a ResponseError; redis-py strips a leading
+    `ERR ` (which is why exact checks use tests/resp.py), other codes stay in the text."""
+    import redis
+    with pytest.raises(redis.exceptions.ResponseError) as e:
+        r.execute_command("AI.TENSORGET", "nokey")
+    assert type(e.value) is redis.exceptions.ResponseError
+    assert str(e.value) == TENSOR_EMPTY[len("ERR "):]
+    r.set("str", "x")
+    with pytest.raises(redis.exceptions.ResponseError) as e:
+        r.execute_command("AI.TENSORGET", "str")
+    assert type(e.value) is redis.exceptions.ResponseError
+    assert str(e.value) == WRONGTYPE
+
+
 def test_resp3_replies(raw):
     """RESP3: FLOAT/DOUBLE VALUES elements are native doubles (spec section 1); the rest of
     the replies keep their RESP2 shapes (RedisAI never sends maps)."""

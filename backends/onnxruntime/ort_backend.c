@@ -1,0 +1,158 @@
+/*
+ * ort_backend.c - the ONNX Runtime backend: entry point, descriptor, and
+ * the process-wide ORT state (API table, environment, logger).
+ *
+ * The model lifecycle is in ort_model.c, tensor conversion in ort_tensor.c,
+ * the external-data check in ort_external.c.
+ */
+#include <stdio.h>
+
+#include "backend_abi.h"
+#include "ort_backend.h"
+#include "ort_model.h"
+
+#ifndef REDISAI_BACKEND_VARIANT
+#define REDISAI_BACKEND_VARIANT "cpu"
+#endif
+
+OrtBackend ort;
+
+int ort_failed(OrtStatus *status, RAI_Error *err) {
+    if (!status) {
+        return 0;
+    }
+    ort.host->error_set(err, "%s", ort.api->GetErrorMessage(status));
+    ort.api->ReleaseStatus(status);
+    return 1;
+}
+
+void ort_discard(OrtStatus *status) {
+    if (status) {
+        ort.api->ReleaseStatus(status);
+    }
+}
+
+/* ORT's log lines go to the Redis log rather than to the server's stderr. */
+static void ort_log(void *param, OrtLoggingLevel severity, const char *category,
+                    const char *logid, const char *code_location, const char *message) {
+    (void)param;
+    (void)logid;
+    (void)code_location;
+    RAI_LogLevel level = severity >= ORT_LOGGING_LEVEL_WARNING ? RAI_LOG_WARNING
+                         : severity == ORT_LOGGING_LEVEL_INFO  ? RAI_LOG_VERBOSE
+                                                               : RAI_LOG_DEBUG;
+    ort.host->log(level, "ONNX Runtime [%s]: %s", category ? category : "", message);
+}
+
+/* ---------------------------------------------------------------------- */
+
+static RAI_BackendDescriptor descriptor = {
+    .abi_major = RAI_ABI_MAJOR,
+    .abi_minor = RAI_ABI_MINOR,
+    .size = sizeof(RAI_BackendDescriptor),
+    .kind = RAI_BACKEND_ONNX,
+    .framework = "ONNX Runtime",
+    .framework_version = NULL, /* the runtime's GetVersionString(), known only at run time */
+    .variant = REDISAI_BACKEND_VARIANT,
+    .model_create = ort_model_create,
+    .model_free = ort_model_free,
+    .model_run = ort_model_run,
+    .script_create = NULL,
+    .script_free = NULL,
+    .script_run = NULL,
+};
+
+static const RAI_BackendDescriptor *refuse(char *errbuf, size_t errlen, const char *why,
+                                           OrtStatus *status) {
+    if (errbuf && errlen) {
+        snprintf(errbuf, errlen, "%s%s%s", why, status ? ": " : "",
+                 status ? ort.api->GetErrorMessage(status) : "");
+    }
+    if (status) {
+        ort.api->ReleaseStatus(status);
+    }
+    return NULL;
+}
+
+/* The environment, memory info and allocator live as long as the process:
+ * ORT is never unloaded (dlclose does not unmap it), and releasing the
+ * environment while a session exists would be undefined. */
+static const RAI_BackendDescriptor *ort_init(char *errbuf, size_t errlen) {
+    const OrtApiBase *base = OrtGetApiBase();
+    const char *version = base->GetVersionString();
+    ort.api = base->GetApi(RAI_ORT_API_VERSION);
+    if (!ort.api) {
+        if (errbuf && errlen) {
+            snprintf(errbuf, errlen, "ONNX Runtime %s does not provide C API version %d",
+                     version ? version : "?", RAI_ORT_API_VERSION);
+        }
+        return NULL;
+    }
+    const char *why = "could not create the ONNX Runtime environment";
+    OrtStatus *status = ort.api->CreateEnvWithCustomLogger(ort_log, NULL, ORT_LOGGING_LEVEL_WARNING,
+                                                           "redisai", &ort.env);
+    if (status) {
+        ort.env = NULL;
+        goto fail;
+    }
+    why = "could not describe CPU memory to ONNX Runtime";
+    status = ort.api->CreateCpuMemoryInfo(OrtDeviceAllocator, OrtMemTypeDefault, &ort.cpu_memory);
+    if (status) {
+        ort.cpu_memory = NULL;
+        goto fail;
+    }
+    why = "could not get ONNX Runtime's default allocator";
+    status = ort.api->GetAllocatorWithDefaultOptions(&ort.allocator);
+    if (status) {
+        ort.allocator = NULL;
+        goto fail;
+    }
+    descriptor.framework_version = version;
+    return &descriptor;
+
+fail:
+    /* Nothing half-made survives, so a later entry call starts afresh. */
+    if (ort.cpu_memory) {
+        ort.api->ReleaseMemoryInfo(ort.cpu_memory);
+        ort.cpu_memory = NULL;
+    }
+    if (ort.env) {
+        ort.api->ReleaseEnv(ort.env);
+        ort.env = NULL;
+    }
+    return refuse(errbuf, errlen, why, status);
+}
+
+__attribute__((visibility("default"))) const RAI_BackendDescriptor *
+RAI_BackendEntry(const RAI_HostApi *h, char *errbuf, size_t errlen);
+
+_Static_assert(__builtin_types_compatible_p(__typeof__(&RAI_BackendEntry), RAI_BackendEntryFn),
+               "RAI_BackendEntry must match RAI_BackendEntryFn");
+
+const RAI_BackendDescriptor *RAI_BackendEntry(const RAI_HostApi *h, char *errbuf,
+                                              size_t errlen) {
+    if (!h) {
+        return refuse(errbuf, errlen, "no host API given", NULL);
+    }
+    if (h->abi_major != RAI_ABI_MAJOR) {
+        if (errbuf && errlen) {
+            snprintf(errbuf, errlen, "host ABI major %u, backend needs %d", (unsigned)h->abi_major,
+                     RAI_ABI_MAJOR);
+        }
+        return NULL;
+    }
+    if (h->size < RAI_HOST_API_SIZE_1_0) {
+        if (errbuf && errlen) {
+            snprintf(errbuf, errlen, "host API table has %u bytes, backend needs at least %zu",
+                     (unsigned)h->size, (size_t)RAI_HOST_API_SIZE_1_0);
+        }
+        return NULL;
+    }
+    /* A second call (the core retrying a load) reuses the first one's state:
+     * ORT allows one environment per process. */
+    if (ort.allocator) {
+        return &descriptor;
+    }
+    ort.host = h;
+    return ort_init(errbuf, errlen);
+}

@@ -1,0 +1,39 @@
+/*
+ * ort_backend.h - process-wide state of the ONNX Runtime backend, shared by
+ * its translation units. Everything here is set once by RAI_BackendEntry,
+ * before the core can call any other function of the backend, and is only
+ * read afterwards, so worker threads use it without locks.
+ */
+#ifndef REDISAI_ORT_BACKEND_H
+#define REDISAI_ORT_BACKEND_H
+
+#include <onnxruntime_c_api.h>
+
+#include "backend_abi.h"
+
+/* The C API version the fetched headers describe. A newer runtime serves it
+ * too: its function table only grows. */
+#define RAI_ORT_API_VERSION 21
+
+typedef struct OrtBackend {
+    const RAI_HostApi *host;
+    const OrtApi *api;
+    OrtEnv *env; /* one per process: ORT's logger and global state */
+    /* Describes the core's tensor buffers that inputs wrap. Read-only once
+     * created, so every worker shares it. */
+    OrtMemoryInfo *cpu_memory;
+    /* ORT's own default CPU allocator (thread-safe, never released), for the
+     * STRING inputs ORT must own. */
+    OrtAllocator *allocator;
+} OrtBackend;
+
+extern OrtBackend ort;
+
+/* 1 when status is an error: its message is recorded verbatim on err (the
+ * user sees ORT's own text) and the status released. 0 for success (NULL). */
+int ort_failed(OrtStatus *status, RAI_Error *err);
+
+/* Releases the status of a cleanup call, whose failure leaves nothing to do. */
+void ort_discard(OrtStatus *status);
+
+#endif

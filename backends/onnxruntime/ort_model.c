@@ -1,0 +1,319 @@
+/*
+ * ort_model.c - ONNX models: build an OrtSession from the blob, run it,
+ * free it.
+ *
+ * One OrtSession per model. OrtApi::Run is thread-safe, so every worker of
+ * a queue runs the same session at once; the model is never mutated after
+ * model_create returns, and everything a run creates (its OrtRunOptions,
+ * its input and output values) belongs to that run alone.
+ */
+#include "ort_model.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ort_backend.h"
+#include "ort_external.h"
+#include "ort_tensor.h"
+
+typedef struct OrtModel {
+    OrtSession *session;
+    size_t ninputs;
+    size_t noutputs;
+    /* ninputs input names, then noutputs output names, in the session's
+     * order: the order inputs and outputs are bound in. Host-allocated. */
+    char **names;
+} OrtModel;
+
+/* ---------------------------------------------------------------------- */
+/* Session options */
+
+static int int_option(long long v) {
+    return v > INT_MAX ? INT_MAX : (int)v;
+}
+
+static int cuda_available(void) {
+    char **providers = NULL;
+    int n = 0;
+    OrtStatus *status = ort.api->GetAvailableProviders(&providers, &n);
+    if (status) {
+        ort.api->ReleaseStatus(status);
+        return 0;
+    }
+    int found = 0;
+    for (int i = 0; i < n && !found; i++) {
+        found = strcmp(providers[i], "CUDAExecutionProvider") == 0;
+    }
+    ort_discard(ort.api->ReleaseAvailableProviders(providers, n));
+    return found;
+}
+
+/* The V2 options start from ORT's defaults; the V1 struct would need every
+ * member spelled out (a zeroed gpu_mem_limit means no memory at all). */
+static int append_cuda(OrtSessionOptions *opts, int64_t device_id, RAI_Error *err) {
+    const OrtApi *api = ort.api;
+    if (!cuda_available()) {
+        ort.host->error_set(err, "ERR GPU requested but ONNX couldn't find CUDA");
+        return 0;
+    }
+    char id[24];
+    snprintf(id, sizeof(id), "%lld", (long long)(device_id >= 0 ? device_id : 0));
+    const char *keys[] = {"device_id"};
+    const char *values[] = {id};
+    OrtCUDAProviderOptionsV2 *cuda = NULL;
+    int ok = !ort_failed(api->CreateCUDAProviderOptions(&cuda), err) &&
+             !ort_failed(api->UpdateCUDAProviderOptions(cuda, keys, values, 1), err) &&
+             !ort_failed(api->SessionOptionsAppendExecutionProvider_CUDA_V2(opts, cuda), err);
+    if (cuda) {
+        api->ReleaseCUDAProviderOptions(cuda);
+    }
+    return ok;
+}
+
+static OrtSessionOptions *session_options(const RAI_ModelSpec *spec, RAI_Error *err) {
+    const OrtApi *api = ort.api;
+    OrtSessionOptions *opts = NULL;
+    if (ort_failed(api->CreateSessionOptions(&opts), err)) {
+        return NULL;
+    }
+    /* 0 leaves ORT's default (one thread per physical core). */
+    long long intra = ort.host->config_get(RAI_CONFIG_INTRA_OP_PARALLELISM);
+    if (intra > 0 && ort_failed(api->SetIntraOpNumThreads(opts, int_option(intra)), err)) {
+        goto fail;
+    }
+    long long inter = ort.host->config_get(RAI_CONFIG_INTER_OP_PARALLELISM);
+    if (inter > 0 && ort_failed(api->SetInterOpNumThreads(opts, int_option(inter)), err)) {
+        goto fail;
+    }
+    if (ort_failed(api->SetSessionGraphOptimizationLevel(opts, ORT_ENABLE_ALL), err)) {
+        goto fail;
+    }
+    if (spec->device == RAI_DEVICE_GPU && !append_cuda(opts, spec->device_id, err)) {
+        goto fail;
+    }
+    return opts;
+
+fail:
+    api->ReleaseSessionOptions(opts);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Names */
+
+static void free_names(char **names, size_t n) {
+    if (!names) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ort.host->free(names[i]);
+    }
+    ort.host->free(names);
+}
+
+/* Copies ORT's names (allocated by ORT's allocator) into host memory. */
+static int read_names(OrtModel *m, RAI_Error *err) {
+    const OrtApi *api = ort.api;
+    if (ort_failed(api->SessionGetInputCount(m->session, &m->ninputs), err) ||
+        ort_failed(api->SessionGetOutputCount(m->session, &m->noutputs), err)) {
+        return 0;
+    }
+    size_t total = m->ninputs + m->noutputs;
+    m->names = ort.host->calloc(total ? total : 1, sizeof(*m->names));
+    if (!m->names) {
+        ort.host->error_set(err, "ERR out of memory creating an ONNX model");
+        return 0;
+    }
+    for (size_t i = 0; i < total; i++) {
+        char *name = NULL;
+        OrtStatus *status = i < m->ninputs
+                                ? api->SessionGetInputName(m->session, i, ort.allocator, &name)
+                                : api->SessionGetOutputName(m->session, i - m->ninputs,
+                                                            ort.allocator, &name);
+        if (ort_failed(status, err)) {
+            return 0;
+        }
+        m->names[i] = ort.host->strdup(name);
+        ort_discard(ort.api->AllocatorFree(ort.allocator, name));
+        if (!m->names[i]) {
+            ort.host->error_set(err, "ERR out of memory creating an ONNX model");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static char **copy_names(char *const *names, size_t n) {
+    char **out = ort.host->calloc(n ? n : 1, sizeof(*out));
+    if (!out) {
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        out[i] = ort.host->strdup(names[i]);
+        if (!out[i]) {
+            free_names(out, i);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* The core takes ownership of its own copies, so it is given none unless
+ * both lists could be made. */
+static int export_names(const OrtModel *m, RAI_ModelNames *names, RAI_Error *err) {
+    char **inputs = copy_names(m->names, m->ninputs);
+    char **outputs = copy_names(m->names + m->ninputs, m->noutputs);
+    if (!inputs || !outputs) {
+        free_names(inputs, m->ninputs);
+        free_names(outputs, m->noutputs);
+        ort.host->error_set(err, "ERR out of memory creating an ONNX model");
+        return 0;
+    }
+    *names = (RAI_ModelNames){
+        .ninputs = m->ninputs,
+        .inputs = inputs,
+        .noutputs = m->noutputs,
+        .outputs = outputs,
+    };
+    return 1;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Lifecycle */
+
+void ort_model_free(void *handle) {
+    OrtModel *m = handle;
+    if (!m) {
+        return;
+    }
+    if (m->session) {
+        ort.api->ReleaseSession(m->session);
+    }
+    free_names(m->names, m->ninputs + m->noutputs);
+    ort.host->free(m);
+}
+
+void *ort_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Error *err) {
+    const RAI_HostApi *host = ort.host;
+    if (spec->size < sizeof(*spec)) {
+        host->error_set(err, "ERR model spec too old for the ONNX backend");
+        return NULL;
+    }
+    if (spec->device != RAI_DEVICE_CPU && spec->device != RAI_DEVICE_GPU) {
+        host->error_set(err, "ERR unsupported device");
+        return NULL;
+    }
+    /* Before ORT parses anything: it would stat and read the files. */
+    if (ort_has_external_data(spec->blob, spec->blob_len)) {
+        host->error_set(err, "Initializer tensors with external data is not allowed.");
+        return NULL;
+    }
+
+    OrtSessionOptions *opts = NULL;
+    OrtModel *m = host->calloc(1, sizeof(*m));
+    if (!m) {
+        host->error_set(err, "ERR out of memory creating an ONNX model");
+        goto fail;
+    }
+    opts = session_options(spec, err);
+    if (!opts) {
+        goto fail;
+    }
+    /* ORT copies what it needs from the blob: the core's copy is not
+     * referenced after this call. */
+    if (ort_failed(ort.api->CreateSessionFromArray(ort.env, spec->blob, spec->blob_len, opts,
+                                                   &m->session),
+                   err)) {
+        /* e.g. "No graph was found in the protobuf." */
+        m->session = NULL;
+        goto fail;
+    }
+    if (!read_names(m, err) || !export_names(m, names, err)) {
+        goto fail;
+    }
+    ort.api->ReleaseSessionOptions(opts);
+    return m;
+
+fail:
+    if (opts) {
+        ort.api->ReleaseSessionOptions(opts);
+    }
+    ort_model_free(m);
+    return NULL;
+}
+
+int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
+                  size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
+    /* info->worker_index will name the slot where MODEL_EXECUTION_TIMEOUT
+     * finds this run's options. */
+    (void)info;
+    const RAI_HostApi *host = ort.host;
+    const OrtApi *api = ort.api;
+    OrtModel *m = handle;
+    /* The core checks counts before queueing; this guards the arrays below. */
+    if (ninputs != m->ninputs) {
+        host->error_set(err, "Number of keys given as INPUTS here does not match model definition");
+        return -1;
+    }
+    if (noutputs != m->noutputs) {
+        host->error_set(err,
+                        "Number of keys given as OUTPUTS here does not match model definition");
+        return -1;
+    }
+
+    int rc = -1;
+    OrtRunOptions *run_options = NULL;
+    OrtValue **in = host->calloc(ninputs + noutputs + 1, sizeof(*in));
+    if (!in) {
+        host->error_set(err, "ERR out of memory running an ONNX model");
+        return -1;
+    }
+    OrtValue **out = in + ninputs;
+
+    for (size_t i = 0; i < ninputs; i++) {
+        in[i] = ort_tensor_from_core(inputs[i], err);
+        if (!in[i]) {
+            goto done;
+        }
+    }
+
+    /* Per run, never shared: a timeout will RunOptionsSetTerminate exactly
+     * this run, and a memory limit will be checked against it. */
+    if (ort_failed(api->CreateRunOptions(&run_options), err)) {
+        goto done;
+    }
+    /* ORT's own texts, e.g. "Unexpected input data type. Actual: ...". */
+    if (ort_failed(api->Run(m->session, run_options, (const char *const *)m->names,
+                            (const OrtValue *const *)in, ninputs,
+                            (const char *const *)(m->names + m->ninputs), noutputs, out),
+                   err)) {
+        goto done;
+    }
+
+    for (size_t i = 0; i < noutputs; i++) {
+        OrtValue *value = out[i];
+        out[i] = NULL; /* ort_tensor_to_core owns it from here, on every path */
+        if (!value) {
+            host->error_set(err, "ERR Model did not generate the expected number of outputs");
+            goto done;
+        }
+        outputs[i] = ort_tensor_to_core(value, inputs, ninputs, err);
+        if (!outputs[i]) {
+            goto done; /* outputs already made are the core's to release */
+        }
+    }
+    rc = 0;
+
+done:
+    for (size_t i = 0; i < ninputs + noutputs; i++) {
+        if (in[i]) {
+            api->ReleaseValue(in[i]);
+        }
+    }
+    if (run_options) {
+        api->ReleaseRunOptions(run_options);
+    }
+    host->free(in);
+    return rc;
+}

@@ -1,0 +1,276 @@
+/*
+ * ort_tensor.c - dtype mapping and tensor conversion between the core and
+ * ONNX Runtime.
+ *
+ * Inputs: CreateTensorWithDataAsOrtValue wraps the core's buffer; ORT never
+ * writes to a graph input, and the value is released when the run ends,
+ * while the core's borrow still holds. STRING inputs are copied into a
+ * tensor ORT allocates, as ORT stores std::string elements.
+ *
+ * Outputs: ORT allocates them; the core adopts the buffer and releases the
+ * OrtValue when the last reference goes, possibly on another thread and
+ * after the session is gone (the value keeps its allocator alive).
+ */
+#include "ort_tensor.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* Every pairing, both ways. The core names only some of these; half,
+ * bfloat16 and uint32/64 still travel as BLOB. */
+static const struct {
+    ONNXTensorElementDataType ort;
+    RAI_DType dt;
+} dtype_map[] = {
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, {.code = RAI_DTYPE_FLOAT, .bits = 32}},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE, {.code = RAI_DTYPE_FLOAT, .bits = 64}},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, {.code = RAI_DTYPE_FLOAT, .bits = 16}},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, {.code = RAI_DTYPE_BFLOAT, .bits = 16}},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8, {.code = RAI_DTYPE_INT, .bits = 8}},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16, {.code = RAI_DTYPE_INT, .bits = 16}},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {.code = RAI_DTYPE_INT, .bits = 32}},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, {.code = RAI_DTYPE_INT, .bits = 64}},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8, {.code = RAI_DTYPE_UINT, .bits = 8}},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16, {.code = RAI_DTYPE_UINT, .bits = 16}},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32, {.code = RAI_DTYPE_UINT, .bits = 32}},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64, {.code = RAI_DTYPE_UINT, .bits = 64}},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL, {.code = RAI_DTYPE_BOOL, .bits = 8}},
+    {ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING, {.code = RAI_DTYPE_STRING, .bits = 8}},
+};
+
+#define DTYPE_MAP_LEN (sizeof(dtype_map) / sizeof(dtype_map[0]))
+
+static int ort_type_of(RAI_DType dt, ONNXTensorElementDataType *out) {
+    for (size_t i = 0; i < DTYPE_MAP_LEN; i++) {
+        if (dtype_map[i].dt.code == dt.code && dtype_map[i].dt.bits == dt.bits) {
+            *out = dtype_map[i].ort;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int core_type_of(ONNXTensorElementDataType ort_type, RAI_DType *out) {
+    for (size_t i = 0; i < DTYPE_MAP_LEN; i++) {
+        if (dtype_map[i].ort == ort_type) {
+            *out = dtype_map[i].dt;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Inputs */
+
+static OrtValue *string_value_from_core(RAI_Tensor *t, RAI_Error *err) {
+    const RAI_HostApi *host = ort.host;
+    size_t n = host->tensor_length(t);
+    /* alloc(0) may legitimately return NULL; one slot keeps NULL meaning OOM. */
+    const char **elems = host->alloc((n ? n : 1) * sizeof(*elems));
+    if (!elems) {
+        host->error_set(err, "ERR out of memory converting a STRING tensor");
+        return NULL;
+    }
+    /* The core's elements are NUL-terminated, which is what FillStringTensor
+     * reads; it copies them. */
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        elems[i] = host->tensor_string_at(t, i, &len);
+    }
+    OrtValue *value = NULL;
+    if (ort_failed(ort.api->CreateTensorAsOrtValue(ort.allocator, host->tensor_dims(t),
+                                                   (size_t)host->tensor_ndims(t),
+                                                   ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING, &value),
+                   err) ||
+        ort_failed(ort.api->FillStringTensor(value, elems, n), err)) {
+        if (value) {
+            ort.api->ReleaseValue(value);
+        }
+        value = NULL;
+    }
+    host->free(elems);
+    return value;
+}
+
+OrtValue *ort_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
+    const RAI_HostApi *host = ort.host;
+    ONNXTensorElementDataType type;
+    if (!ort_type_of(host->tensor_dtype(t), &type)) {
+        host->error_set(err, "ERR unsupported input type");
+        return NULL;
+    }
+    if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING) {
+        return string_value_from_core(t, err);
+    }
+    OrtValue *value = NULL;
+    if (ort_failed(ort.api->CreateTensorWithDataAsOrtValue(
+                       ort.cpu_memory, host->tensor_data(t), host->tensor_byte_size(t),
+                       host->tensor_dims(t), (size_t)host->tensor_ndims(t), type, &value),
+                   err)) {
+        return NULL;
+    }
+    return value;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Outputs */
+
+static void ort_value_release(void *ctx) {
+    ort.api->ReleaseValue(ctx);
+}
+
+static RAI_Tensor *string_tensor_to_core(OrtValue *value, const int64_t *dims, int ndims,
+                                         size_t n, RAI_Error *err) {
+    const RAI_HostApi *host = ort.host;
+    RAI_Tensor *t = NULL;
+    size_t total = 0;
+    char *chars = NULL;
+    size_t *offsets = host->alloc((n ? n : 1) * sizeof(*offsets));
+    const char **ptrs = host->alloc((n ? n : 1) * sizeof(*ptrs));
+    size_t *lens = host->alloc((n ? n : 1) * sizeof(*lens));
+    if (!offsets || !ptrs || !lens) {
+        host->error_set(err, "ERR out of memory converting a STRING output");
+        goto done;
+    }
+    if (ort_failed(ort.api->GetStringTensorDataLength(value, &total), err)) {
+        goto done;
+    }
+    chars = host->alloc(total ? total : 1);
+    if (!chars) {
+        host->error_set(err, "ERR out of memory converting a STRING output");
+        goto done;
+    }
+    if (ort_failed(ort.api->GetStringTensorContent(value, chars, total, offsets, n), err)) {
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t stop = i + 1 < n ? offsets[i + 1] : total;
+        ptrs[i] = chars + offsets[i];
+        /* A core element is a C string: an inner NUL would break its
+         * layout, so it ends there, as TENSORGET would show it anyway. */
+        lens[i] = strnlen(ptrs[i], stop - offsets[i]);
+    }
+    t = host->tensor_create_strings(dims, ndims, ptrs, lens);
+    if (!t) {
+        host->error_set(err, "ERR could not create a STRING output tensor");
+    }
+done:
+    host->free(chars);
+    host->free(offsets);
+    host->free(ptrs);
+    host->free(lens);
+    ort.api->ReleaseValue(value);
+    return t;
+}
+
+/* ORT copies a graph output that would alias a graph input, but adopting
+ * a core buffer would free it twice, so it is checked, not assumed. */
+static int aliases_input(const void *data, RAI_Tensor *const *inputs, size_t ninputs) {
+    const RAI_HostApi *host = ort.host;
+    for (size_t i = 0; i < ninputs; i++) {
+        const char *start = host->tensor_data(inputs[i]);
+        size_t nbytes = host->tensor_byte_size(inputs[i]);
+        if (nbytes && (const char *)data >= start && (const char *)data < start + nbytes) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static RAI_Tensor *numeric_tensor_to_core(OrtValue *value, RAI_DType dt, const int64_t *dims,
+                                          int ndims, size_t n, RAI_Tensor *const *inputs,
+                                          size_t ninputs, RAI_Error *err) {
+    const RAI_HostApi *host = ort.host;
+    void *data = NULL;
+    if (ort_failed(ort.api->GetTensorMutableData(value, &data), err)) {
+        ort.api->ReleaseValue(value);
+        return NULL;
+    }
+    size_t nbytes = n * (dt.bits / 8);
+    RAI_Tensor *t;
+    if (nbytes && aliases_input(data, inputs, ninputs)) {
+        t = host->tensor_create(dt, dims, ndims);
+        if (t) {
+            memcpy(host->tensor_data(t), data, nbytes);
+        }
+        ort.api->ReleaseValue(value);
+    } else {
+        t = host->tensor_adopt(dt, dims, ndims, data, nbytes, ort_value_release, value);
+        if (!t) {
+            /* A failed adopt leaves the memory with us. */
+            ort.api->ReleaseValue(value);
+        }
+    }
+    if (!t) {
+        host->error_set(err, "ERR could not create an output tensor");
+    }
+    return t;
+}
+
+RAI_Tensor *ort_tensor_to_core(OrtValue *value, RAI_Tensor *const *inputs, size_t ninputs,
+                               RAI_Error *err) {
+    const RAI_HostApi *host = ort.host;
+    const OrtApi *api = ort.api;
+    OrtTensorTypeAndShapeInfo *info = NULL;
+    RAI_Tensor *t = NULL;
+    int64_t small[8];
+    int64_t *dims = small;
+    size_t ndims = 0;
+    size_t n = 0;
+    enum ONNXType kind;
+    ONNXTensorElementDataType type;
+    RAI_DType dt;
+
+    if (ort_failed(api->GetValueType(value, &kind), err)) {
+        goto fail;
+    }
+    /* Sequences, maps, sparse tensors and optionals have no core form. */
+    if (kind != ONNX_TYPE_TENSOR) {
+        host->error_set(err, "ERR unsupported output type");
+        goto fail;
+    }
+    if (ort_failed(api->GetTensorTypeAndShape(value, &info), err) ||
+        ort_failed(api->GetTensorElementType(info, &type), err) ||
+        ort_failed(api->GetDimensionsCount(info, &ndims), err) ||
+        ort_failed(api->GetTensorShapeElementCount(info, &n), err)) {
+        goto fail;
+    }
+    if (!core_type_of(type, &dt)) {
+        host->error_set(err, "ERR unsupported output type");
+        goto fail;
+    }
+    if (ndims > sizeof(small) / sizeof(small[0])) {
+        dims = host->alloc(ndims * sizeof(*dims));
+        if (!dims) {
+            host->error_set(err, "ERR out of memory converting an output");
+            goto fail;
+        }
+    }
+    if (ort_failed(api->GetDimensions(info, dims, ndims), err)) {
+        goto fail;
+    }
+    api->ReleaseTensorTypeAndShapeInfo(info);
+    info = NULL;
+
+    /* Both take ownership of value. */
+    if (dt.code == RAI_DTYPE_STRING) {
+        t = string_tensor_to_core(value, dims, (int)ndims, n, err);
+    } else {
+        t = numeric_tensor_to_core(value, dt, dims, (int)ndims, n, inputs, ninputs, err);
+    }
+    if (dims != small) {
+        host->free(dims);
+    }
+    return t;
+
+fail:
+    if (info) {
+        api->ReleaseTensorTypeAndShapeInfo(info);
+    }
+    if (dims != small) {
+        host->free(dims);
+    }
+    api->ReleaseValue(value);
+    return NULL;
+}

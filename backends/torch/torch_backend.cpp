@@ -1,0 +1,678 @@
+/*
+ * torch_backend.cpp - the PyTorch backend: entry point, descriptor,
+ * TorchScript models, and tensor conversion between the core and libtorch.
+ *
+ * A model is a torch::jit::Module loaded from the blob onto its device and
+ * put in eval mode. Nothing in it is mutated after model_create returns, so
+ * every worker of a queue runs `forward` at once (the JIT's lazy executor
+ * set-up is internally locked). Runs happen under c10::InferenceMode.
+ *
+ * Inputs reach libtorch without a copy (a storage over the core's buffer
+ * that holds its own reference to the core tensor); outputs reach the core
+ * without a copy (the core adopts the buffer of a heap-allocated
+ * at::Tensor). Every descriptor member catches all C++ exceptions.
+ */
+#include "torch_backend.h"
+
+#include <c10/core/InferenceMode.h>
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string_view>
+
+#ifndef REDISAI_BACKEND_VARIANT
+#define REDISAI_BACKEND_VARIANT "cpu"
+#endif
+#ifndef REDISAI_FRAMEWORK_VERSION
+#define REDISAI_FRAMEWORK_VERSION ""
+#endif
+
+namespace rai_torch {
+
+const RAI_HostApi *host;
+
+namespace {
+std::string thread_config_error_text;
+}
+
+const std::string &thread_config_error() {
+    return thread_config_error_text;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Error texts */
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+    const char *ws = " \t\r\n\f\v";
+    size_t b = s.find_first_not_of(ws);
+    if (b == std::string_view::npos) {
+        return {};
+    }
+    size_t e = s.find_last_not_of(ws);
+    return s.substr(b, e - b + 1);
+}
+
+}  // namespace
+
+std::string one_line(const std::string &text) {
+    std::string out;
+    bool in_backtrace = false;
+    size_t pos = 0;
+    while (pos <= text.size()) {
+        size_t nl = text.find('\n', pos);
+        if (nl == std::string::npos) {
+            nl = text.size();
+        }
+        std::string_view line = trim(std::string_view(text).substr(pos, nl - pos));
+        pos = nl + 1;
+
+        if (in_backtrace) {
+            /* A C++ backtrace: "frame #N: ..." lines, until the first line
+             * that is not one (libtorch may add context after it). */
+            if (line.empty() || line.rfind("frame #", 0) == 0) {
+                continue;
+            }
+            in_backtrace = false;
+        }
+        size_t raised = line.find("Exception raised from");
+        if (raised != std::string_view::npos) {
+            line = trim(line.substr(0, raised));
+            in_backtrace = true;
+        }
+        if (line.empty() || line.rfind("frame #", 0) == 0) {
+            continue;
+        }
+        if (!out.empty()) {
+            out += ' ';
+        }
+        out.append(line);
+    }
+    return out;
+}
+
+namespace {
+
+std::vector<std::string_view> split_lines(std::string_view text) {
+    std::vector<std::string_view> lines;
+    size_t pos = 0;
+    while (pos <= text.size()) {
+        size_t nl = text.find('\n', pos);
+        if (nl == std::string_view::npos) {
+            nl = text.size();
+        }
+        lines.push_back(text.substr(pos, nl - pos));
+        pos = nl + 1;
+    }
+    return lines;
+}
+
+bool is_ident_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.';
+}
+
+/* "RuntimeError: ...", "builtins.ValueError: ...": a dotted name at column 0
+ * followed by ": ". */
+bool is_exception_line(std::string_view line) {
+    if (line.empty() || !(is_ident_char(line[0]) && !(line[0] >= '0' && line[0] <= '9'))) {
+        return false;
+    }
+    size_t i = 0;
+    while (i < line.size() && is_ident_char(line[i])) {
+        i++;
+    }
+    return i + 1 < line.size() && line[i] == ':' && line[i + 1] == ' ';
+}
+
+/* A frame of a traced model's original-code traceback: "path(17): name". */
+bool is_traced_frame(std::string_view line) {
+    size_t close = line.find("): ");
+    if (close == std::string_view::npos || line.find(' ') < close) {
+        return false;
+    }
+    size_t open = line.rfind('(', close);
+    if (open == std::string_view::npos || open + 1 == close) {
+        return false;
+    }
+    for (size_t i = open + 1; i < close; i++) {
+        if (line[i] < '0' || line[i] > '9') {
+            return false;
+        }
+    }
+    return true;
+}
+
+constexpr std::string_view kInterpreterFailed =
+    "The following operation failed in the TorchScript interpreter.";
+
+/* The TorchScript interpreter's wrapping of a failed operation is
+ *   The following operation failed in the TorchScript interpreter.
+ *   Traceback of TorchScript[, serialized code] (most recent call last):
+ *     File "<string>", line 3, in f
+ *       <source lines> ~~~ <--- HERE
+ *   [Traceback of TorchScript, original code ...: more frames]
+ *   RuntimeError: <the error>
+ * Kept: the error (without the generic "RuntimeError: "), then where it
+ * happened: the innermost frame of the first traceback. */
+std::string condense_interpreter_error(const std::string &raw) {
+    std::vector<std::string_view> lines = split_lines(raw);
+    size_t last_frame = 0;
+    for (size_t i = 0; i < lines.size(); i++) {
+        if (lines[i].find("<--- HERE") != std::string_view::npos || is_traced_frame(lines[i])) {
+            last_frame = i;
+        }
+    }
+    size_t start = lines.size();
+    for (size_t i = last_frame + 1; i < lines.size(); i++) {
+        if (is_exception_line(lines[i])) {
+            start = i;
+            break;
+        }
+    }
+    if (start == lines.size()) {
+        return raw;
+    }
+    std::string where;
+    int tracebacks = 0;
+    for (size_t i = 0; i < start; i++) {
+        std::string_view t = trim(lines[i]);
+        if (t.rfind("Traceback of TorchScript", 0) == 0 && ++tracebacks > 1) {
+            break;
+        }
+        if (t.rfind("File \"", 0) == 0) {
+            where = std::string(t);
+        }
+    }
+    std::string msg;
+    for (size_t i = start; i < lines.size(); i++) {
+        msg.append(lines[i]);
+        msg += '\n';
+    }
+    constexpr std::string_view generic = "RuntimeError: ";
+    if (msg.rfind(generic, 0) == 0) {
+        msg.erase(0, generic.size());
+    }
+    msg = one_line(msg);
+    if (!where.empty()) {
+        msg += " (TorchScript " + where + ")";
+    }
+    return msg;
+}
+
+}  // namespace
+
+std::string error_text(const std::exception &e) {
+    auto *ce = dynamic_cast<const c10::Error *>(&e);
+    std::string raw = ce ? ce->what_without_backtrace() : e.what();
+    if (std::string_view(raw).substr(0, kInterpreterFailed.size()) == kInterpreterFailed) {
+        return one_line(condense_interpreter_error(raw));
+    }
+    return one_line(raw);
+}
+
+void set_error(RAI_Error *err, const std::string &text) {
+    host->error_set(err, "%s", text.empty() ? "ERR error in the Torch backend" : text.c_str());
+}
+
+void set_error_from_current_exception(RAI_Error *err) {
+    try {
+        throw;
+    } catch (const std::bad_alloc &) {
+        set_error(err, "ERR out of memory in the Torch backend");
+    } catch (const std::exception &e) {
+        set_error(err, error_text(e));
+    } catch (...) {
+        set_error(err, "ERR unknown error in the Torch backend");
+    }
+}
+
+void prepare_worker_thread() {
+    thread_local bool prepared = false;
+    if (!prepared) {
+        at::init_num_threads();
+        prepared = true;
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Devices */
+
+c10::Device device_for(RAI_DeviceKind kind, int64_t device_id) {
+    switch (kind) {
+    case RAI_DEVICE_CPU:
+        return c10::Device(c10::kCPU);
+    case RAI_DEVICE_GPU:
+        if (!torch::cuda::is_available()) {
+            throw std::runtime_error("GPU requested but Torch couldn't find CUDA");
+        }
+        if (device_id > INT8_MAX) {
+            throw std::runtime_error("ERR unsupported device");
+        }
+        return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_id < 0 ? 0 : device_id));
+    }
+    throw std::runtime_error("ERR unsupported device");
+}
+
+/* ---------------------------------------------------------------------- */
+/* Tensors */
+
+namespace {
+
+struct DTypePair {
+    at::ScalarType st;
+    RAI_DType dt;
+};
+
+/* Every pairing, both ways. The core's tensor layer names only some of
+ * these; the rest (half, bfloat16, uint32/64) still travel as BLOB. */
+constexpr DTypePair dtype_map[] = {
+    {at::kFloat, {RAI_DTYPE_FLOAT, 32}},    {at::kDouble, {RAI_DTYPE_FLOAT, 64}},
+    {at::kHalf, {RAI_DTYPE_FLOAT, 16}},     {at::kBFloat16, {RAI_DTYPE_BFLOAT, 16}},
+    {at::kChar, {RAI_DTYPE_INT, 8}},        {at::kShort, {RAI_DTYPE_INT, 16}},
+    {at::kInt, {RAI_DTYPE_INT, 32}},        {at::kLong, {RAI_DTYPE_INT, 64}},
+    {at::kByte, {RAI_DTYPE_UINT, 8}},       {at::kUInt16, {RAI_DTYPE_UINT, 16}},
+    {at::kUInt32, {RAI_DTYPE_UINT, 32}},    {at::kUInt64, {RAI_DTYPE_UINT, 64}},
+    {at::kBool, {RAI_DTYPE_BOOL, 8}},
+};
+
+/* libtorch's own DLPack wording (ATen/DLConvertor.cpp), which is what
+ * RedisAI 1.2 replied: `Unsupported kUInt bits 32`, `Unsupported code 7`. */
+[[noreturn]] void unsupported_input(RAI_DType dt) {
+    const char *kind = nullptr;
+    switch (dt.code) {
+    case RAI_DTYPE_INT: kind = "kInt"; break;
+    case RAI_DTYPE_UINT: kind = "kUInt"; break;
+    case RAI_DTYPE_FLOAT: kind = "kFloat"; break;
+    case RAI_DTYPE_BFLOAT: kind = "kBfloat"; break;
+    case RAI_DTYPE_BOOL: kind = "kDLBool"; break;
+    default: break;
+    }
+    if (kind) {
+        throw std::runtime_error(std::string("Unsupported ") + kind + " bits " +
+                                 std::to_string(dt.bits));
+    }
+    throw std::runtime_error("Unsupported code " + std::to_string(dt.code));
+}
+
+void release_core_tensor(void *t) {
+    host->tensor_release(static_cast<RAI_Tensor *>(t));
+}
+
+void delete_tensor_holder(void *p) {
+    delete static_cast<at::Tensor *>(p);
+}
+
+}  // namespace
+
+at::Tensor tensor_from_core(RAI_Tensor *t, bool take_reference) {
+    RAI_DType dt = host->tensor_dtype(t);
+    const DTypePair *pair = nullptr;
+    for (const auto &p : dtype_map) {
+        if (p.dt.code == dt.code && p.dt.bits == dt.bits) {
+            pair = &p;
+            break;
+        }
+    }
+    if (!pair) {
+        if (take_reference) {
+            host->tensor_release(t);
+        }
+        unsupported_input(dt);
+    }
+    int ndims = host->tensor_ndims(t);
+    const int64_t *dims = host->tensor_dims(t);
+    for (int i = 0; i < ndims; i++) {
+        if (dims[i] < 0) {
+            if (take_reference) {
+                host->tensor_release(t);
+            }
+            throw std::runtime_error("ERR negative dimension in an input tensor");
+        }
+    }
+    RAI_Tensor *ref = take_reference ? t : host->tensor_retain(t);
+    /* The context is owned by the TensorMaker from here on: released by
+     * the storage when the last view goes, or at once if this throws. */
+    return at::for_blob(host->tensor_data(t), at::IntArrayRef(dims, static_cast<size_t>(ndims)))
+        .context(ref, release_core_tensor)
+        .options(at::TensorOptions().dtype(pair->st).device(c10::kCPU))
+        .make_tensor();
+}
+
+RAI_Tensor *tensor_to_core(const at::Tensor &t) {
+    if (!t.defined()) {
+        throw std::runtime_error("ERR undefined output tensor");
+    }
+    at::Tensor c = t;
+    if (c.layout() != c10::kStrided) {
+        c = c.to_dense();
+    }
+    if (!c.device().is_cpu()) {
+        c = c.to(c10::kCPU);
+    }
+    c = c.resolve_conj().resolve_neg().contiguous();
+
+    const DTypePair *pair = nullptr;
+    for (const auto &p : dtype_map) {
+        if (p.st == c.scalar_type()) {
+            pair = &p;
+            break;
+        }
+    }
+    if (!pair) {
+        throw std::runtime_error(std::string("ERR unsupported output type ") +
+                                 c10::toString(c.scalar_type()));
+    }
+    auto holder = std::make_unique<at::Tensor>(std::move(c));
+    RAI_Tensor *out = host->tensor_adopt(
+        pair->dt, holder->sizes().data(), static_cast<int>(holder->dim()), holder->data_ptr(),
+        holder->nbytes(), delete_tensor_holder, holder.get());
+    if (!out) {
+        throw std::runtime_error("ERR could not create an output tensor");
+    }
+    holder.release(); /* the core's now */
+    return out;
+}
+
+bool flatten_tensors(const c10::IValue &v, bool skip_non_tensor_members,
+                     std::vector<at::Tensor> &out) {
+    if (v.isTensor()) {
+        out.push_back(v.toTensor());
+        return true;
+    }
+    if (v.isTensorList()) {
+        for (const at::Tensor &t : v.toTensorVector()) {
+            out.push_back(t);
+        }
+        return true;
+    }
+    if (v.isList()) {
+        for (const c10::IValue &e : v.toListRef()) {
+            if (!e.isTensor()) {
+                return false;
+            }
+            out.push_back(e.toTensor());
+        }
+        return true;
+    }
+    if (v.isTuple()) {
+        for (const c10::IValue &e : v.toTupleRef().elements()) {
+            if (e.isTensor() || e.isList()) {
+                if (!flatten_tensors(e, skip_non_tensor_members, out)) {
+                    return false;
+                }
+            } else if (!skip_non_tensor_members) {
+                return false;
+            }
+        }
+        return true;
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Models */
+
+namespace {
+
+/* The blob, read in place: torch::jit::load copies what it keeps. */
+class BlobReader final : public caffe2::serialize::ReadAdapterInterface {
+public:
+    BlobReader(const char *data, size_t len) : data_(data), len_(len) {}
+    size_t size() const override { return len_; }
+    size_t read(uint64_t pos, void *buf, size_t n, const char *what) const override {
+        (void)what;
+        if (pos >= len_) {
+            return 0;
+        }
+        size_t k = std::min<uint64_t>(n, len_ - pos);
+        std::memcpy(buf, data_ + pos, k);
+        return k;
+    }
+
+private:
+    const char *data_;
+    size_t len_;
+};
+
+struct TorchModel {
+    torch::jit::Module module;
+    c10::Device device;
+    size_t ninputs;
+};
+
+char **host_names(const std::vector<std::string> &names) {
+    char **arr = static_cast<char **>(host->calloc(names.empty() ? 1 : names.size(), sizeof(char *)));
+    if (!arr) {
+        throw std::bad_alloc();
+    }
+    for (size_t i = 0; i < names.size(); i++) {
+        arr[i] = host->strdup(names[i].c_str());
+    }
+    return arr;
+}
+
+bool is_tensor_type(const c10::TypePtr &t) {
+    return t->kind() == c10::TypeKind::TensorType;
+}
+
+/* -1: the count is not in the type (List[Tensor], Any, ...). */
+long long output_count(const c10::FunctionSchema &schema) {
+    const auto &returns = schema.returns();
+    if (returns.size() != 1) {
+        return returns.empty() ? 0 : -1;
+    }
+    const c10::TypePtr &type = returns[0].type();
+    if (is_tensor_type(type)) {
+        return 1;
+    }
+    if (auto tuple = type->cast<c10::TupleType>()) {
+        long long n = 0;
+        for (const c10::TypePtr &e : tuple->elements()) {
+            if (is_tensor_type(e)) {
+                n++;
+            } else if (e->kind() == c10::TypeKind::ListType) {
+                return -1;
+            }
+        }
+        return n;
+    }
+    return -1;
+}
+
+void *torch_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Error *err) {
+    return guarded<void *>(err, nullptr, [&]() -> void * {
+        if (spec->size < sizeof(*spec)) {
+            throw std::runtime_error("ERR model spec too old for the Torch backend");
+        }
+        if (!thread_config_error().empty()) {
+            throw std::runtime_error(thread_config_error());
+        }
+        c10::Device device = device_for(spec->device, spec->device_id);
+
+        auto reader = std::make_shared<BlobReader>(spec->blob, spec->blob_len);
+        auto m = std::make_unique<TorchModel>(
+            TorchModel{torch::jit::load(reader, device), device, 0});
+        m->module.eval();
+
+        auto method = m->module.find_method("forward");
+        if (!method) {
+            throw std::runtime_error("ERR the TorchScript model has no forward method");
+        }
+        const c10::FunctionSchema &schema = method->function().getSchema();
+        std::vector<std::string> inputs;
+        const auto &args = schema.arguments();
+        for (size_t i = 1; i < args.size(); i++) { /* 0 is self */
+            inputs.push_back(args[i].name());
+        }
+        long long nout = output_count(schema);
+
+        m->ninputs = inputs.size();
+        names->ninputs = inputs.size();
+        names->inputs = host_names(inputs);
+        /* nout < 0: the ABI's "unknown count", 0 outputs with an array. */
+        names->noutputs = nout > 0 ? static_cast<size_t>(nout) : 0;
+        names->outputs = host_names(std::vector<std::string>(names->noutputs, ""));
+        return m.release();
+    });
+}
+
+void torch_model_free(void *handle) {
+    try {
+        delete static_cast<TorchModel *>(handle);
+    } catch (...) {
+        host->log(RAI_LOG_WARNING, "Torch: freeing a model failed");
+    }
+}
+
+int torch_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
+                    size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
+    (void)info;
+    return guarded<int>(err, -1, [&]() -> int {
+        auto *m = static_cast<TorchModel *>(handle);
+        if (ninputs != m->ninputs) {
+            set_error(err, "Number of keys given as INPUTS here does not match model definition");
+            return -1;
+        }
+        prepare_worker_thread();
+        c10::InferenceMode guard;
+        std::vector<c10::IValue> in;
+        in.reserve(ninputs);
+        for (size_t i = 0; i < ninputs; i++) {
+            at::Tensor t = tensor_from_core(inputs[i], false);
+            if (m->device != t.device()) {
+                t = t.to(m->device);
+            }
+            in.emplace_back(std::move(t));
+        }
+        c10::IValue result = m->module.forward(std::move(in));
+
+        std::vector<at::Tensor> outs;
+        if (!flatten_tensors(result, true, outs)) {
+            set_error(err, "ERR Model returned non-tensor values");
+            return -1;
+        }
+        if (outs.size() != noutputs) {
+            set_error(err, "ERR Model did not generate the expected number of outputs");
+            return -1;
+        }
+        for (size_t i = 0; i < noutputs; i++) {
+            outputs[i] = tensor_to_core(outs[i]); /* made ones: the core releases them */
+        }
+        return 0;
+    });
+}
+
+/* ---------------------------------------------------------------------- */
+
+constexpr char kVersionFromBuild[] = REDISAI_FRAMEWORK_VERSION;
+constexpr char kVersionFromHeaders[] = C10_STRINGIZE(TORCH_VERSION_MAJOR) "." C10_STRINGIZE(
+    TORCH_VERSION_MINOR) "." C10_STRINGIZE(TORCH_VERSION_PATCH);
+
+RAI_BackendDescriptor descriptor = {
+    .abi_major = RAI_ABI_MAJOR,
+    .abi_minor = RAI_ABI_MINOR,
+    .size = sizeof(RAI_BackendDescriptor),
+    .kind = RAI_BACKEND_TORCH,
+    .framework = "PyTorch",
+    .framework_version = kVersionFromBuild[0] ? kVersionFromBuild : kVersionFromHeaders,
+    .variant = REDISAI_BACKEND_VARIANT,
+    .model_create = torch_model_create,
+    .model_free = torch_model_free,
+    .model_run = torch_model_run,
+    .script_create = script_create,
+    .script_free = script_free,
+    .script_run = script_run,
+};
+
+void errbuf_set(char *errbuf, size_t errlen, const std::string &text) {
+    if (errbuf && errlen) {
+        std::snprintf(errbuf, errlen, "%s", text.c_str());
+    }
+}
+
+int clamp_threads(long long n) {
+    return n > INT_MAX ? INT_MAX : static_cast<int>(n);
+}
+
+/* INTRA_OP_PARALLELISM / INTER_OP_PARALLELISM, once per process, before
+ * any parallel work. libtorch refuses a second setting of the inter-op
+ * pool; the texts are RedisAI 1.2's. Worker threads pick the intra-op
+ * count up lazily (at::internal::lazy_init_num_threads). */
+void apply_thread_config() {
+    static bool applied = false;
+    if (applied) {
+        return;
+    }
+    applied = true;
+    long long intra = host->config_get(RAI_CONFIG_INTRA_OP_PARALLELISM);
+    if (intra > 0) {
+        try {
+            at::set_num_threads(clamp_threads(intra));
+        } catch (const std::exception &e) {
+            thread_config_error_text =
+                "Cannot set number of intra-op threads after parallel work has started";
+            host->log(RAI_LOG_WARNING, "Torch: %s", error_text(e).c_str());
+        }
+    }
+    long long inter = host->config_get(RAI_CONFIG_INTER_OP_PARALLELISM);
+    if (inter > 0) {
+        try {
+            at::set_num_interop_threads(clamp_threads(inter));
+        } catch (const std::exception &e) {
+            if (thread_config_error_text.empty()) {
+                thread_config_error_text =
+                    "Cannot set number of inter-op threads after parallel work has started";
+            }
+            host->log(RAI_LOG_WARNING, "Torch: %s", error_text(e).c_str());
+        }
+    }
+}
+
+}  // namespace
+}  // namespace rai_torch
+
+extern "C" __attribute__((visibility("default"))) const RAI_BackendDescriptor *
+RAI_BackendEntry(const RAI_HostApi *h, char *errbuf, size_t errlen);
+
+static_assert(std::is_same_v<decltype(&RAI_BackendEntry), RAI_BackendEntryFn>,
+              "RAI_BackendEntry must match RAI_BackendEntryFn");
+
+extern "C" const RAI_BackendDescriptor *RAI_BackendEntry(const RAI_HostApi *h, char *errbuf,
+                                                         size_t errlen) {
+    using namespace rai_torch;
+    try {
+        if (!h) {
+            errbuf_set(errbuf, errlen, "no host API given");
+            return nullptr;
+        }
+        if (h->abi_major != RAI_ABI_MAJOR) {
+            errbuf_set(errbuf, errlen,
+                       "host ABI major " + std::to_string(h->abi_major) + ", backend needs " +
+                           std::to_string(RAI_ABI_MAJOR));
+            return nullptr;
+        }
+        if (h->size < RAI_HOST_API_SIZE_1_1) {
+            errbuf_set(errbuf, errlen,
+                       "host API table has " + std::to_string(h->size) +
+                           " bytes, the Torch backend needs at least " +
+                           std::to_string(RAI_HOST_API_SIZE_1_1) + " (ABI 1.1)");
+            return nullptr;
+        }
+        host = h;
+        apply_thread_config();
+        return &descriptor;
+    } catch (const std::exception &e) {
+        errbuf_set(errbuf, errlen, "Torch backend: " + error_text(e));
+    } catch (...) {
+        errbuf_set(errbuf, errlen, "Torch backend: unknown error at load");
+    }
+    return nullptr;
+}

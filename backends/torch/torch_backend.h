@@ -1,0 +1,108 @@
+/*
+ * torch_backend.h - what the two translation units of the PyTorch backend
+ * share: the host table, error texts without C++ backtraces, and tensor
+ * conversion between the core and libtorch.
+ *
+ * torch_backend.cpp: entry point, descriptor, TorchScript models, tensors.
+ * torch_script.cpp:  TorchScript scripts and the redis / redisAI built-ins.
+ *
+ * Everything here is internal to redisai_torch.so (hidden visibility plus
+ * the version script); only RAI_BackendEntry is exported. No function below
+ * is called across the C ABI: the descriptor's members catch every C++
+ * exception and turn it into host->error_set.
+ */
+#ifndef REDISAI_TORCH_BACKEND_H
+#define REDISAI_TORCH_BACKEND_H
+
+#include <torch/script.h>
+
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "backend_abi.h"
+
+namespace rai_torch {
+
+extern const RAI_HostApi *host;
+
+/* Set once by the entry when INTRA/INTER_OP_PARALLELISM could not be
+ * applied; every later create fails with it (as RedisAI 1.2 did). */
+const std::string &thread_config_error();
+
+/* libtorch's message without its C++ backtrace, on one line:
+ * c10::Error::what_without_backtrace(); for any other exception what() cut
+ * at "Exception raised from", "frame #" lines dropped, each line trimmed
+ * and the lines joined with single spaces. */
+std::string error_text(const std::exception &e);
+std::string one_line(const std::string &text);
+
+/* Records text on err (first error wins in the host). */
+void set_error(RAI_Error *err, const std::string &text);
+
+/* Turns the exception being handled into an error on err. Call only from
+ * inside a catch block. */
+void set_error_from_current_exception(RAI_Error *err);
+
+/* CPU or CUDA device for a model/script spec; throws with the RedisAI
+ * texts (`ERR unsupported device`, `GPU requested but Torch couldn't find
+ * CUDA`). */
+c10::Device device_for(RAI_DeviceKind kind, int64_t device_id);
+
+/* An at::Tensor viewing t's data without a copy, on the CPU. With
+ * take_reference false it retains t itself; with true it takes over the
+ * caller's reference (also on every error path). The storage's deleter
+ * calls tensor_release, so the view may outlive the caller's borrow (an
+ * output can alias an input). Throws for types libtorch cannot represent
+ * (`Unsupported code 7` for STRING, as libtorch's DLPack reader says). */
+at::Tensor tensor_from_core(RAI_Tensor *t, bool take_reference);
+
+/* A new core tensor owning a contiguous CPU copy of t's data if t is not
+ * already contiguous on the CPU, else t's own buffer: the core adopts a
+ * heap-allocated at::Tensor and deletes it when the last reference goes.
+ * float16 and bfloat16 pass through as {FLOAT,16} and {BFLOAT,16}.
+ * Throws for types the DLPack pair cannot describe. */
+RAI_Tensor *tensor_to_core(const at::Tensor &t);
+
+/* Flattens a model or script result into tensors, in order.
+ * A Tensor gives itself; a List gives its elements, which must all be
+ * tensors; a Tuple gives its members flattened the same way. With
+ * skip_non_tensor_members, Tuple members that are neither tensors nor
+ * lists are skipped (models: their output count only counts Tensor
+ * members); otherwise they make the result invalid. Returns false for a
+ * result that is not made of tensors. */
+bool flatten_tensors(const c10::IValue &v, bool skip_non_tensor_members,
+                     std::vector<at::Tensor> &out);
+
+/* Once per thread, before a run: applies libtorch's intra-op thread count
+ * to this thread's OpenMP settings (at::init_num_threads). libtorch does it
+ * lazily only inside at::parallel_for, while oneDNN kernels (convolutions)
+ * open OpenMP regions themselves: without this, a worker thread would use
+ * OpenMP's default team size whatever INTRA_OP_PARALLELISM says. */
+void prepare_worker_thread();
+
+/* Wraps a descriptor member: runs body, and turns any C++ exception into
+ * an error on err. Returns fail_value when body throws. */
+template <typename Ret, typename Body>
+Ret guarded(RAI_Error *err, Ret fail_value, Body &&body) noexcept {
+    try {
+        return body();
+    } catch (...) {
+        try {
+            set_error_from_current_exception(err);
+        } catch (...) {
+            /* out of memory while formatting: nothing more can be said */
+        }
+        return fail_value;
+    }
+}
+
+/* Script members of the descriptor (torch_script.cpp). */
+void *script_create(const RAI_ScriptSpec *spec, RAI_Error *err);
+void script_free(void *script);
+int script_run(void *script, const RAI_RunInfo *info, const RAI_ScriptCall *call,
+               RAI_Tensor **outputs, RAI_Error *err);
+
+}  // namespace rai_torch
+
+#endif
