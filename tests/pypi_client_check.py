@@ -8,12 +8,14 @@ prints one line per step, then `ALL OK`; any failure is a traceback and exit cod
 
 ARTIFACT_DIR holds what the test made with the real frameworks (this venv has none):
 tf_mul.pb, torch_cnn.pt, onnx_cnn.onnx, cnn_x.npy, cnn_torch.npy, cnn_onnx.npy and
-script.py (a TorchScript source with entry points bar, counts, tuple_out).
+script.py (a TorchScript source with entry points bar, counts, tuple_out and a legacy
+function legacy_add).
 """
 from __future__ import annotations
 
 import pathlib
 import sys
+import warnings
 
 import numpy as np
 import redis
@@ -25,6 +27,7 @@ def step(name: str) -> None:
 
 
 def main() -> int:
+    warnings.simplefilter("ignore", DeprecationWarning)  # modelrun/scriptset/scriptrun are deprecated
     port, art = int(sys.argv[1]), pathlib.Path(sys.argv[2])
     con = redisai.Client(host="127.0.0.1", port=port)
     assert con.ping()
@@ -106,8 +109,12 @@ def main() -> int:
     np.testing.assert_allclose(con.tensorget("twice"), 2 * np.load(art / "cnn_onnx.npy"), rtol=1e-5,
                                atol=1e-6)
     step("scriptstore/scriptget/scriptexecute")
+    # deprecated forms: SCRIPTRUN of an entry point (keys and args empty), and of a legacy
+    # function of a SCRIPTSET script (no entry points)
+    assert con.scriptrun("s", "counts", inputs=["a", "b"], outputs=["n2"]) == "OK"
+    assert np.array_equal(con.tensorget("n2"), np.array([2, 0, 0], np.int64))
     assert con.scriptset("old", "CPU", source) == "OK"
-    assert con.scriptrun("old", "bar", inputs=["a", "b"], outputs=["sum2"]) == "OK"
+    assert con.scriptrun("old", "legacy_add", inputs=["a", "b"], outputs=["sum2"]) == "OK"
     assert np.array_equal(con.tensorget("sum2"), arr + arr)
     assert con.scriptdel("old") == "OK"
     step("scriptset/scriptrun/scriptdel")
