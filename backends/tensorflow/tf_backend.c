@@ -12,7 +12,7 @@
 
 #include "backend_abi.h"
 #include "tensorflow/c/c_api.h"
-#include "tf_tensor.h"
+#include "tf_convert.h"
 
 #ifndef REDISAI_BACKEND_VARIANT
 #define REDISAI_BACKEND_VARIANT "cpu"

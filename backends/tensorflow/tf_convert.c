@@ -1,5 +1,5 @@
 /*
- * tf_tensor.c - dtype mapping and tensor conversion between the core and
+ * tf_convert.c - dtype mapping and tensor conversion between the core and
  * TensorFlow.
  *
  * Inputs: TF_NewTensor wraps the core's buffer. TF marks such buffers as
@@ -11,7 +11,7 @@
  * last reference goes, possibly on another thread (TF_DeleteTensor is
  * thread-safe).
  */
-#include "tf_tensor.h"
+#include "tf_convert.h"
 
 #include <stdint.h>
 #include <string.h>

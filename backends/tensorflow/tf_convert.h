@@ -1,5 +1,5 @@
 /*
- * tf_tensor.h - moving tensors between the core and TensorFlow's C API.
+ * tf_convert.h - moving tensors between the core and TensorFlow's C API.
  * Numeric data crosses in both directions without a copy; STRING elements
  * are copied, since the two sides lay them out differently.
  */
