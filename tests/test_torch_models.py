@@ -45,10 +45,6 @@ def store(c: RawClient, key: str, built: tm.Built, device: str = "CPU", *opts) -
     assert_ok(c.execute("AI.MODELSTORE", key, "TORCH", device, *opts, "BLOB", built.blob))
 
 
-def n_outputs(built: tm.Built) -> int:
-    return built.outputs if built.outputs is not None else len(built.run(*built.sample))
-
-
 def execute(c: RawClient, key: str, inputs: list[np.ndarray], nout: int) -> list[np.ndarray]:
     in_keys = [f"in{i}" for i in range(len(inputs))]
     out_keys = [f"out{i}" for i in range(nout)]

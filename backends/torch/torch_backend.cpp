@@ -492,6 +492,7 @@ void *torch_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_E
         if (spec->size < sizeof(*spec)) {
             throw std::runtime_error("ERR model spec too old for the Torch backend");
         }
+        apply_thread_config();
         if (!thread_config_error().empty()) {
             throw std::runtime_error(thread_config_error());
         }
@@ -590,6 +591,7 @@ RAI_BackendDescriptor descriptor = {
     .script_create = script_create,
     .script_free = script_free,
     .script_run = script_run,
+    .info = nullptr, /* nothing beyond framework_version to report */
 };
 
 void errbuf_set(char *errbuf, size_t errlen, const std::string &text) {
@@ -602,18 +604,21 @@ int clamp_threads(long long n) {
     return n > INT_MAX ? INT_MAX : static_cast<int>(n);
 }
 
-/* INTRA_OP_PARALLELISM / INTER_OP_PARALLELISM, once per process, before
- * any parallel work. libtorch refuses a second setting of the inter-op
- * pool; the texts are RedisAI 1.2's. Worker threads pick the intra-op
- * count up lazily (at::internal::lazy_init_num_threads). */
+/* INTRA_OP_PARALLELISM / INTER_OP_PARALLELISM, each applied once per
+ * process, before any parallel work: at the entry, and again at every
+ * model/script create until applied, since module arguments are processed
+ * in order and `TORCH <path>` may come before the settings (RedisAI 1.2
+ * applied them at model creation). libtorch refuses to set the inter-op
+ * pool once it has started; the texts are RedisAI 1.2's. Worker threads
+ * take the intra-op count over in prepare_worker_thread. */
+}  // namespace
+
 void apply_thread_config() {
-    static bool applied = false;
-    if (applied) {
-        return;
-    }
-    applied = true;
-    long long intra = host->config_get(RAI_CONFIG_INTRA_OP_PARALLELISM);
+    static bool intra_done = false;
+    static bool inter_done = false;
+    long long intra = intra_done ? 0 : host->config_get(RAI_CONFIG_INTRA_OP_PARALLELISM);
     if (intra > 0) {
+        intra_done = true;
         try {
             at::set_num_threads(clamp_threads(intra));
         } catch (const std::exception &e) {
@@ -622,8 +627,9 @@ void apply_thread_config() {
             host->log(RAI_LOG_WARNING, "Torch: %s", error_text(e).c_str());
         }
     }
-    long long inter = host->config_get(RAI_CONFIG_INTER_OP_PARALLELISM);
+    long long inter = inter_done ? 0 : host->config_get(RAI_CONFIG_INTER_OP_PARALLELISM);
     if (inter > 0) {
+        inter_done = true;
         try {
             at::set_num_interop_threads(clamp_threads(inter));
         } catch (const std::exception &e) {
@@ -636,7 +642,6 @@ void apply_thread_config() {
     }
 }
 
-}  // namespace
 }  // namespace rai_torch
 
 extern "C" __attribute__((visibility("default"))) const RAI_BackendDescriptor *

@@ -26,9 +26,13 @@ namespace rai_torch {
 
 extern const RAI_HostApi *host;
 
-/* Set once by the entry when INTRA/INTER_OP_PARALLELISM could not be
+/* Set by apply_thread_config when INTRA/INTER_OP_PARALLELISM could not be
  * applied; every later create fails with it (as RedisAI 1.2 did). */
 const std::string &thread_config_error();
+
+/* Applies INTRA/INTER_OP_PARALLELISM if set and not yet applied (main
+ * thread: the entry and every create call it). */
+void apply_thread_config();
 
 /* libtorch's message without its C++ backtrace, on one line:
  * c10::Error::what_without_backtrace(); for any other exception what() cut

@@ -340,18 +340,24 @@ void *script_create(const RAI_ScriptSpec *spec, RAI_Error *err) {
         if (spec->size < sizeof(*spec)) {
             throw std::runtime_error("ERR script spec too old for the Torch backend");
         }
+        apply_thread_config();
         if (!thread_config_error().empty()) {
             throw std::runtime_error(thread_config_error());
         }
-        auto s = std::make_unique<TorchScript>(TorchScript{
-            std::make_shared<torch::jit::CompilationUnit>(),
-            device_for(spec->device, spec->device_id)});
+        /* Spec 8.1 row 7: an unknown device kind, then compile errors,
+         * then a missing CUDA (RedisAI 1.2 compiled before checking it). */
+        if (spec->device != RAI_DEVICE_CPU && spec->device != RAI_DEVICE_GPU) {
+            throw std::runtime_error("ERR unsupported device");
+        }
         if (!spec->source) {
             throw std::runtime_error("ERR Insufficient arguments, missing script SOURCE");
         }
         std::string source = spec->source_len ? std::string(spec->source, spec->source_len)
                                               : std::string(spec->source);
-        s->cu->define(std::nullopt, source, std::make_shared<ScriptResolver>(), nullptr);
+        auto cu = std::make_shared<torch::jit::CompilationUnit>();
+        cu->define(std::nullopt, source, std::make_shared<ScriptResolver>(), nullptr);
+        auto s = std::make_unique<TorchScript>(
+            TorchScript{std::move(cu), device_for(spec->device, spec->device_id)});
         for (size_t i = 0; i < spec->nentry_points; i++) {
             check_entry_point(*s, spec->entry_points[i]);
         }
