@@ -185,7 +185,7 @@ static RAI_RunQueue *opQueue(RAI_DagOp *op, RAI_RunQueue *current) {
     return op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT ? op->queue : current;
 }
 
-/* TIMEOUT counts from enqueue and is checked when a worker takes the DAG;
+/* TIMEOUT counts from enqueue and is checked before each op (spec 9.7);
  * a running op is never interrupted. Unblocks the client when it fires. */
 static int timedOut(RAI_Dag *dag) {
     if (dag->timeout_ms <= 0 || nowMs() - dag->enqueued_ms < dag->timeout_ms) return 0;
@@ -204,6 +204,7 @@ static void runFrom(RAI_Dag *dag, RAI_RunQueue *q) {
             RunQueue_Push(want, dag);
             return;
         }
+        if (timedOut(dag)) return;
         if (op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT) {
             runOp(dag, op);
         } else {
@@ -213,11 +214,6 @@ static void runFrom(RAI_Dag *dag, RAI_RunQueue *q) {
         if (op->state == DAG_OP_FAILED) break;
     }
     RedisModule_UnblockClient(dag->bc, dag);
-}
-
-void Dag_RunStep(RAI_Dag *dag, RAI_RunQueue *q) {
-    if (timedOut(dag)) return;
-    runFrom(dag, q);
 }
 
 /* ------------------------------ auto-batching ----------------------------- */

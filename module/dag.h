@@ -97,8 +97,6 @@ void Dag_AddPersist(RAI_Dag *dag, RedisModuleString *key, size_t slot);
 /* Blocks the client and queues the DAG; the client gets its reply when the
  * DAG is done. Takes ownership of dag. Main thread. */
 int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag);
-/* Worker side: runs the DAG's next ops that belong to queue q. */
-void Dag_RunStep(RAI_Dag *dag, RAI_RunQueue *q);
 
 /* Auto-batching (spec 7.1), for the run queue's workers. The model op the
  * DAG runs next when it may join a batch (model BATCHSIZE > 0, inputs with

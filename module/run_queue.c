@@ -63,11 +63,30 @@ static void unlink_item(RAI_RunQueue *q, QueueItem *prev, QueueItem *it) {
     if (q->tail == it) q->tail = prev;
 }
 
+static size_t takeAlone(RAI_RunQueue *q, QueueItem *prev, QueueItem *it, RAI_Dag **batch) {
+    unlink_item(q, prev, it);
+    batch[0] = it->dag;
+    RedisModule_Free(it);
+    return 1;
+}
+
+/* A DAG held for MINBATCHSIZE keeps its TIMEOUT: once it has passed the DAG
+ * is taken alone, so the engine answers +TIMEDOUT; until then the worker
+ * must wake at its deadline. */
+static int heldExpired(const RAI_Dag *dag, long long now, long long *wait_ms) {
+    if (dag->timeout_ms <= 0) return 0;
+    long long left = dag->timeout_ms - (now - dag->enqueued_ms);
+    if (left <= 0) return 1;
+    if (*wait_ms < 0 || left < *wait_ms) *wait_ms = left;
+    return 0;
+}
+
 /* Under the lock: takes the first DAG that can run now, with the queued
  * DAGs that batch with it (spec 7.1), into batch[]. A DAG whose model wants
  * MINBATCHSIZE and has not got it stays queued (with every DAG of that
  * model) until enough arrive or MINBATCHTIMEOUT passes; *wait_ms is then
- * the time to the nearest such timeout (-1: none). Returns the count. */
+ * the time to the nearest such timeout or held DAG's TIMEOUT (-1: none).
+ * Returns the count. */
 static size_t takeWork(RAI_RunQueue *q, RAI_Dag ***batch, size_t *cap, long long *wait_ms) {
     long long now = nowMs();
     *wait_ms = -1;
@@ -79,15 +98,15 @@ static size_t takeWork(RAI_RunQueue *q, RAI_Dag ***batch, size_t *cap, long long
         RAI_DagOp *op = Dag_BatchableOp(dag);
         long long d0 = op ? Dag_BatchDim(dag) : -1;
         if (op == NULL || d0 < 0 || d0 >= op->model->batchsize) {
-            unlink_item(q, prev, it);
-            (*batch)[0] = dag;
-            RedisModule_Free(it);
-            return 1;
+            return takeAlone(q, prev, it, *batch);
         }
         const RAI_Model *m = op->model;
         int is_held = 0;
         for (size_t i = 0; i < nheld; i++) is_held |= held[i] == m;
-        if (is_held) continue;
+        if (is_held) {
+            if (heldExpired(dag, now, wait_ms)) return takeAlone(q, prev, it, *batch);
+            continue;
+        }
 
         size_t n = 1;
         long long total = d0;
@@ -110,6 +129,7 @@ static size_t takeWork(RAI_RunQueue *q, RAI_Dag ***batch, size_t *cap, long long
                     if (*wait_ms < 0 || left < *wait_ms) *wait_ms = left;
                 }
                 if (nheld < sizeof(held) / sizeof(held[0])) held[nheld++] = m;
+                if (heldExpired(dag, now, wait_ms)) return takeAlone(q, prev, it, *batch);
                 continue;
             }
         }
