@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "backend_abi.h"
+#include "ort_allocator.h"
 #include "ort_backend.h"
 #include "ort_model.h"
 
@@ -44,6 +45,20 @@ static void ort_log(void *param, OrtLoggingLevel severity, const char *category,
     ort.host->log(level, "ONNX Runtime [%s]: %s", category ? category : "", message);
 }
 
+/* INFO MODULES, after the core's ai_onnxruntime_version and _path (spec 13).
+ * One run session per worker thread of each device's queue, as 1.2 counts
+ * them. */
+static void ort_info(void *ctx, void (*add)(void *ctx, const char *field, const char *value)) {
+    char value[32];
+    snprintf(value, sizeof(value), "%zu", ort_allocator_bytes());
+    add(ctx, "onnxruntime_memory", value);
+    snprintf(value, sizeof(value), "%zu", ort_allocator_accesses());
+    add(ctx, "onnxruntime_memory_access_num", value);
+    long long threads = ort.host->config_get(RAI_CONFIG_THREADS_PER_QUEUE);
+    snprintf(value, sizeof(value), "%lld", threads * ort_model_device_count());
+    add(ctx, "onnxruntime_maximum_run_sessions_number", value);
+}
+
 /* ---------------------------------------------------------------------- */
 
 static RAI_BackendDescriptor descriptor = {
@@ -60,6 +75,7 @@ static RAI_BackendDescriptor descriptor = {
     .script_create = NULL,
     .script_free = NULL,
     .script_run = NULL,
+    .info = ort_info,
 };
 
 static const RAI_BackendDescriptor *refuse(char *errbuf, size_t errlen, const char *why,
@@ -99,6 +115,11 @@ static const RAI_BackendDescriptor *ort_init(char *errbuf, size_t errlen) {
     status = ort.api->CreateCpuMemoryInfo(OrtDeviceAllocator, OrtMemTypeDefault, &ort.cpu_memory);
     if (status) {
         ort.cpu_memory = NULL;
+        goto fail;
+    }
+    why = "could not register the counting allocator";
+    status = ort_allocator_register(ort.env, ort.cpu_memory);
+    if (status) {
         goto fail;
     }
     why = "could not get ONNX Runtime's default allocator";

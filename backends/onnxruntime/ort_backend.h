@@ -11,6 +11,10 @@
 
 #include "backend_abi.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The C API version the fetched headers describe. A newer runtime serves it
  * too: its function table only grows. */
 #define RAI_ORT_API_VERSION 21
@@ -35,5 +39,9 @@ int ort_failed(OrtStatus *status, RAI_Error *err);
 
 /* Releases the status of a cleanup call, whose failure leaves nothing to do. */
 void ort_discard(OrtStatus *status);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

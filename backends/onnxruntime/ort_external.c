@@ -58,9 +58,17 @@ static const struct {
 #define TENSOR_DATA_LOCATION 14 /* TensorProto.data_location */
 #define DATA_LOCATION_EXTERNAL 1
 
+/* Nested messages and groups; protobuf itself stops at 100. */
 #define MAX_DEPTH 128
 
-enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_SGROUP = 3, WIRE_EGROUP = 4, WIRE_I32 = 5 };
+enum {
+    WIRE_VARINT = 0,
+    WIRE_I64 = 1,
+    WIRE_LEN = 2,
+    WIRE_SGROUP = 3,
+    WIRE_EGROUP = 4,
+    WIRE_I32 = 5,
+};
 
 typedef enum ScanResult {
     SCAN_CLEAN = 0,

@@ -13,9 +13,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ort_allocator.h"
 #include "ort_backend.h"
 #include "ort_external.h"
 #include "ort_tensor.h"
+#include "ort_watchdog.h"
 
 typedef struct OrtModel {
     OrtSession *session;
@@ -24,7 +26,24 @@ typedef struct OrtModel {
     /* ninputs input names, then noutputs output names, in the session's
      * order: the order inputs and outputs are bound in. Host-allocated. */
     char **names;
+    /* Bytes charged to the allocator's count for the initializers. */
+    size_t charged;
 } OrtModel;
+
+/* Devices sessions were made for: bit 0 the CPU, bit 1 + n GPU n (n < 63).
+ * Main thread only (model_create, info). */
+static uint64_t devices_used = 1;
+
+int ort_model_device_count(void) {
+    return __builtin_popcountll(devices_used);
+}
+
+static void note_device(const RAI_ModelSpec *spec) {
+    if (spec->device == RAI_DEVICE_GPU) {
+        int64_t id = spec->device_id >= 0 ? spec->device_id : 0;
+        devices_used |= id < 63 ? 2ull << id : 1ull << 63;
+    }
+}
 
 /* ---------------------------------------------------------------------- */
 /* Session options */
@@ -87,6 +106,11 @@ static OrtSessionOptions *session_options(const RAI_ModelSpec *spec, RAI_Error *
         goto fail;
     }
     if (ort_failed(api->SetSessionGraphOptimizationLevel(opts, ORT_ENABLE_ALL), err)) {
+        goto fail;
+    }
+    /* CPU memory from the counting allocator (ort_allocator.h), not from a
+     * per-session arena. */
+    if (ort_failed(api->AddSessionConfigEntry(opts, "session.use_env_allocators", "1"), err)) {
         goto fail;
     }
     if (spec->device == RAI_DEVICE_GPU && !append_cuda(opts, spec->device_id, err)) {
@@ -190,6 +214,7 @@ void ort_model_free(void *handle) {
     if (m->session) {
         ort.api->ReleaseSession(m->session);
     }
+    ort_allocator_discharge(m->charged);
     free_names(m->names, m->ninputs + m->noutputs);
     ort.host->free(m);
 }
@@ -216,6 +241,14 @@ void *ort_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Err
         host->error_set(err, "ERR out of memory creating an ONNX model");
         goto fail;
     }
+    /* ORT 1.32 keeps the initializers of an in-memory model with its own
+     * allocator, not the environment's: the session is charged its blob
+     * size, which bounds what it can hold, for as long as it lives. */
+    if (!ort_allocator_charge(spec->blob_len)) {
+        host->error_set(err, ORT_MEMORY_LIMIT_TEXT);
+        goto fail;
+    }
+    m->charged = spec->blob_len;
     opts = session_options(spec, err);
     if (!opts) {
         goto fail;
@@ -233,6 +266,7 @@ void *ort_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Err
         goto fail;
     }
     ort.api->ReleaseSessionOptions(opts);
+    note_device(spec);
     return m;
 
 fail:
@@ -245,9 +279,6 @@ fail:
 
 int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
                   size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
-    /* info->worker_index will name the slot where MODEL_EXECUTION_TIMEOUT
-     * finds this run's options. */
-    (void)info;
     const RAI_HostApi *host = ort.host;
     const OrtApi *api = ort.api;
     OrtModel *m = handle;
@@ -261,8 +292,16 @@ int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inpu
                         "Number of keys given as OUTPUTS here does not match model definition");
         return -1;
     }
+    /* As in RedisAI 1.2: MODEL_EXECUTION_TIMEOUT is kept for runs of the
+     * core's worker threads only. */
+    if (info->size < sizeof(*info) || info->worker_index < 0) {
+        host->error_set(err,
+                        "Cannot execute onnxruntime model synchronously, use async execution instead");
+        return -1;
+    }
 
     int rc = -1;
+    OrtWatchedRun watch;
     OrtRunOptions *run_options = NULL;
     OrtValue **in = host->calloc(ninputs + noutputs + 1, sizeof(*in));
     if (!in) {
@@ -278,16 +317,23 @@ int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inpu
         }
     }
 
-    /* Per run, never shared: a timeout will RunOptionsSetTerminate exactly
-     * this run, and a memory limit will be checked against it. */
+    /* Per run, never shared: the watchdog terminates exactly this run. */
     if (ort_failed(api->CreateRunOptions(&run_options), err)) {
         goto done;
     }
-    /* ORT's own texts, e.g. "Unexpected input data type. Actual: ...". */
-    if (ort_failed(api->Run(m->session, run_options, (const char *const *)m->names,
-                            (const OrtValue *const *)in, ninputs,
-                            (const char *const *)(m->names + m->ninputs), noutputs, out),
-                   err)) {
+    long long timeout_ms = host->config_get(RAI_CONFIG_MODEL_EXECUTION_TIMEOUT);
+    if (timeout_ms > 0 && !ort_watchdog_watch(&watch, run_options, timeout_ms, err)) {
+        goto done;
+    }
+    /* ORT's own texts, e.g. "Unexpected input data type. Actual: ...",
+     * "Exiting due to terminate flag being set to true." */
+    OrtStatus *status = api->Run(m->session, run_options, (const char *const *)m->names,
+                                 (const OrtValue *const *)in, ninputs,
+                                 (const char *const *)(m->names + m->ninputs), noutputs, out);
+    if (timeout_ms > 0) {
+        ort_watchdog_unwatch(&watch);
+    }
+    if (ort_failed(status, err)) {
         goto done;
     }
 

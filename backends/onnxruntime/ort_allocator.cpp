@@ -1,0 +1,123 @@
+/*
+ * ort_allocator.cpp - see ort_allocator.h.
+ *
+ * C++ for one reason: ORT does not check what an allocator returns, so a
+ * refusal must be an exception, which ORT catches at the kernel or session
+ * boundary and turns into the status the user sees. Returning NULL would
+ * let a kernel write through it.
+ */
+#include "ort_allocator.h"
+
+#include <atomic>
+#include <cstdint>
+#include <new>
+#include <stdexcept>
+
+#include "ort_backend.h"
+
+namespace {
+
+/* ORT's CPU kernels expect the alignment of its own allocator. */
+constexpr size_t kAlign = 64;
+
+/* In front of every block: what Free needs. */
+struct Header {
+    void *raw;
+    size_t size;
+};
+
+struct CountingAllocator {
+    OrtAllocator base; /* first: ORT passes &base back */
+    const OrtMemoryInfo *info;
+    std::atomic<size_t> bytes{0};
+    std::atomic<size_t> accesses{0};
+};
+
+CountingAllocator counting;
+
+/* Read at every allocation: module arguments may set the limit after the
+ * backend is loaded (`ONNX <path> BACKEND_MEMORY_LIMIT 32`). */
+size_t limit_bytes() {
+    long long mb = ort.host->config_get(RAI_CONFIG_BACKEND_MEMORY_LIMIT);
+    return mb > 0 ? (size_t)mb * 1024 * 1024 : 0;
+}
+
+/* Adds size to the count unless that passes the limit. */
+bool count(CountingAllocator *a, size_t size) {
+    a->accesses.fetch_add(1, std::memory_order_relaxed);
+    size_t before = a->bytes.fetch_add(size, std::memory_order_relaxed);
+    size_t limit = limit_bytes();
+    if (limit && (before + size > limit || before + size < before)) {
+        a->bytes.fetch_sub(size, std::memory_order_relaxed);
+        return false;
+    }
+    return true;
+}
+
+void *allocate(OrtAllocator *self, size_t size) {
+    auto *a = reinterpret_cast<CountingAllocator *>(self);
+    if (!count(a, size)) {
+        throw std::runtime_error(ORT_MEMORY_LIMIT_TEXT);
+    }
+    /* Room for the header and the worst alignment gap: host memory is at
+     * least 16-aligned, so the block starts within kAlign of raw + header. */
+    size_t total = size + kAlign;
+    void *raw = total > size ? ort.host->alloc(total) : nullptr;
+    if (!raw) {
+        a->bytes.fetch_sub(size, std::memory_order_relaxed);
+        throw std::bad_alloc();
+    }
+    uintptr_t start = reinterpret_cast<uintptr_t>(raw) + sizeof(Header);
+    uintptr_t block = (start + kAlign - 1) & ~(uintptr_t)(kAlign - 1);
+    auto *h = reinterpret_cast<Header *>(block) - 1;
+    h->raw = raw;
+    h->size = size;
+    return reinterpret_cast<void *>(block);
+}
+
+void release(OrtAllocator *self, void *p) {
+    if (!p) {
+        return;
+    }
+    auto *a = reinterpret_cast<CountingAllocator *>(self);
+    auto *h = reinterpret_cast<Header *>(p) - 1;
+    a->accesses.fetch_add(1, std::memory_order_relaxed);
+    a->bytes.fetch_sub(h->size, std::memory_order_relaxed);
+    ort.host->free(h->raw);
+}
+
+const OrtMemoryInfo *describe(const OrtAllocator *self) {
+    return reinterpret_cast<const CountingAllocator *>(self)->info;
+}
+
+} // namespace
+
+extern "C" OrtStatus *ort_allocator_register(OrtEnv *env, const OrtMemoryInfo *cpu) {
+    counting.base.version = ORT_API_VERSION;
+    counting.base.Alloc = allocate;
+    counting.base.Free = release;
+    counting.base.Info = describe;
+    /* Reserve (arena-style up-front blocks) gets the same count and limit. */
+    counting.base.Reserve = allocate;
+    counting.info = cpu;
+    return ort.api->RegisterAllocator(env, &counting.base);
+}
+
+extern "C" int ort_allocator_charge(size_t size) {
+    return count(&counting, size) ? 1 : 0;
+}
+
+extern "C" void ort_allocator_discharge(size_t size) {
+    if (size) {
+        counting.accesses.fetch_add(1, std::memory_order_relaxed);
+        counting.bytes.fetch_sub(size, std::memory_order_relaxed);
+    }
+}
+
+extern "C" size_t ort_allocator_bytes(void) {
+    return counting.bytes.load(std::memory_order_relaxed);
+}
+
+extern "C" size_t ort_allocator_accesses(void) {
+    return counting.accesses.load(std::memory_order_relaxed);
+}

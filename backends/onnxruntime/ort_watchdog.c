@@ -1,0 +1,117 @@
+/*
+ * ort_watchdog.c - see ort_watchdog.h.
+ */
+#include "ort_watchdog.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "ort_backend.h"
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* a run was added, on CLOCK_MONOTONIC */
+    pthread_once_t once;
+    int started; /* 0: not yet, 1: running, -1: pthread_create failed */
+    int start_errno;
+    OrtWatchedRun *runs;
+} dog = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .once = PTHREAD_ONCE_INIT,
+};
+
+static int before(const struct timespec *a, const struct timespec *b) {
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Never returns: the backend is never unloaded (see ort_backend.c). */
+static void *watch(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&dog.lock);
+    for (;;) {
+        struct timespec now, next = {0};
+        int waiting = 0;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        for (OrtWatchedRun *r = dog.runs; r; r = r->next) {
+            if (r->terminated) {
+                continue;
+            }
+            if (!before(&now, &r->deadline)) {
+                ort_discard(ort.api->RunOptionsSetTerminate(r->options));
+                r->terminated = 1;
+                continue;
+            }
+            if (!waiting || before(&r->deadline, &next)) {
+                next = r->deadline;
+                waiting = 1;
+            }
+        }
+        if (waiting) {
+            pthread_cond_timedwait(&dog.wake, &dog.lock, &next);
+        } else {
+            pthread_cond_wait(&dog.wake, &dog.lock);
+        }
+    }
+    return NULL;
+}
+
+static void start(void) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&dog.wake, &attr);
+    pthread_condattr_destroy(&attr);
+
+    pthread_t thread;
+    int rc = pthread_create(&thread, NULL, watch, NULL);
+    if (rc != 0) {
+        dog.started = -1;
+        dog.start_errno = rc;
+        return;
+    }
+    pthread_detach(thread);
+    dog.started = 1;
+}
+
+int ort_watchdog_watch(OrtWatchedRun *run, OrtRunOptions *options, long long timeout_ms,
+                       RAI_Error *err) {
+    pthread_once(&dog.once, start);
+    if (dog.started != 1) {
+        ort.host->error_set(err, "ERR could not start the ONNX run watchdog thread: %s",
+                            strerror(dog.start_errno));
+        return 0;
+    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec += 1;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    *run = (OrtWatchedRun){.options = options, .deadline = deadline};
+
+    pthread_mutex_lock(&dog.lock);
+    run->next = dog.runs;
+    if (dog.runs) {
+        dog.runs->prev = run;
+    }
+    dog.runs = run;
+    /* The watchdog may be asleep until a later deadline, or with none. */
+    pthread_cond_signal(&dog.wake);
+    pthread_mutex_unlock(&dog.lock);
+    return 1;
+}
+
+void ort_watchdog_unwatch(OrtWatchedRun *run) {
+    pthread_mutex_lock(&dog.lock);
+    if (run->prev) {
+        run->prev->next = run->next;
+    } else {
+        dog.runs = run->next;
+    }
+    if (run->next) {
+        run->next->prev = run->prev;
+    }
+    pthread_mutex_unlock(&dog.lock);
+}
