@@ -154,15 +154,21 @@ fail:
     return REDISMODULE_ERR;
 }
 
-const RAI_BackendDescriptor *Backend_Get(RedisModuleCtx *ctx, RAI_BackendKind kind) {
+const RAI_BackendDescriptor *Backend_Require(RedisModuleCtx *ctx, RAI_BackendKind kind,
+                                             RAI_Error *err) {
     if (loaded[kind].desc) return loaded[kind].desc;
+    if (Backend_Load(ctx, kind, default_files[kind], err) != REDISMODULE_OK) return NULL;
+    return loaded[kind].desc;
+}
+
+const RAI_BackendDescriptor *Backend_Get(RedisModuleCtx *ctx, RAI_BackendKind kind) {
     RAI_Error err;
     Error_Init(&err);
-    if (Backend_Load(ctx, kind, default_files[kind], &err) != REDISMODULE_OK) {
+    const RAI_BackendDescriptor *d = Backend_Require(ctx, kind, &err);
+    if (d == NULL) {
         RedisModule_Log(ctx, "warning", "Could not load %s backend lazily: %s",
                         Backend_KindName(kind), Error_Message(&err));
-        Error_Clear(&err);
-        return NULL;
     }
-    return loaded[kind].desc;
+    Error_Clear(&err);
+    return d;
 }

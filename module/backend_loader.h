@@ -32,7 +32,11 @@ const char *Backend_KindName(RAI_BackendKind kind);
  * Returns REDISMODULE_ERR with a reason in err that names the file. */
 int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RAI_Error *err);
 /* The loaded backend of this kind, loading its default file from
- * BACKENDSPATH first if needed; NULL (after a log line) if that fails. */
+ * BACKENDSPATH first if needed; NULL, with the reason in err, if that
+ * fails. */
+const RAI_BackendDescriptor *Backend_Require(RedisModuleCtx *ctx, RAI_BackendKind kind,
+                                             RAI_Error *err);
+/* Backend_Require that logs the reason instead. */
 const RAI_BackendDescriptor *Backend_Get(RedisModuleCtx *ctx, RAI_BackendKind kind);
 /* Whether a descriptor carries the 1.1 script members. */
 int Backend_HasScripts(const RAI_BackendDescriptor *d);

@@ -2,8 +2,10 @@
  * model_type.c - type methods of AI__MODEL. RDB layout, encoding version 4
  * (spec 17): U backend, Buf* device, Str tag, U batchsize, U minbatchsize,
  * U minbatchtimeout, U n_in, Buf* name x n_in, U n_out, Buf* name x n_out,
- * U blob length, U chunk count, Buf chunk x count. Loading rebuilds the
- * model through its backend, loading the backend lazily if needed.
+ * U blob length, U chunk count, Buf chunk x count. Older encodings differ
+ * only in that v0 saved the tag as a Buf* and the blob as one Buf, and v0
+ * and v1 had no minbatchtimeout. Loading rebuilds the model through its
+ * backend, loading the backend lazily if needed.
  */
 #include "model_type.h"
 
@@ -13,107 +15,145 @@
 #include "config.h"
 #include "device.h"
 #include "model.h"
+#include "rdb_io.h"
 #include "tensor_type.h"
 
 RedisModuleType *RAI_ModelType = NULL;
 
-static void saveCString(RedisModuleIO *io, const char *s) {
-    RedisModule_SaveStringBuffer(io, s, strlen(s) + 1);
-}
+#define MAX_NAMES (1 << 20)
 
-/* Loads a Buf* string (saved with its NUL) as an allocated C string. */
-static char *loadCString(RedisModuleIO *io) {
-    size_t len = 0;
-    char *buf = RedisModule_LoadStringBuffer(io, &len);
-    if (buf == NULL) return NULL;
-    if (len == 0 || buf[len - 1] != '\0') {
-        char *s = RedisModule_Alloc(len + 1);
-        memcpy(s, buf, len);
-        s[len] = '\0';
-        RedisModule_Free(buf);
-        return s;
-    }
-    return buf;
-}
+/* What an encoding holds, before the model is rebuilt from it. */
+typedef struct ModelFields {
+    RAI_BackendKind backend;
+    char *device;
+    char *tag;
+    size_t tag_len;
+    long long batchsize;
+    long long minbatchsize;
+    long long minbatchtimeout;
+    size_t ninputs;
+    char **inputs;
+    size_t noutputs;
+    char **outputs;
+    char *blob;
+    size_t blob_len;
+} ModelFields;
 
 static void freeStrings(char **v, size_t n) {
+    if (v == NULL) return;
     for (size_t i = 0; i < n; i++) {
         if (v[i]) RedisModule_Free(v[i]);
     }
     RedisModule_Free(v);
 }
 
-static void *ModelRdbLoad(RedisModuleIO *io, int encver) {
-    if (encver != RAI_ENC_VER) {
-        RedisModule_LogIOError(io, "warning",
-                               "AI__MODEL encoding version %d is not supported (only %d)", encver,
-                               RAI_ENC_VER);
+static void freeFields(ModelFields *f) {
+    if (f->device) RedisModule_Free(f->device);
+    if (f->tag) RedisModule_Free(f->tag);
+    freeStrings(f->inputs, f->ninputs);
+    freeStrings(f->outputs, f->noutputs);
+    if (f->blob) RedisModule_Free(f->blob);
+}
+
+static char **loadNames(RedisModuleIO *io, size_t *n) {
+    *n = RedisModule_LoadUnsigned(io);
+    if (RedisModule_IsIOError(io) || *n > MAX_NAMES) {
+        *n = 0;
         return NULL;
     }
-    RAI_Model *m = NULL;
-    char *device = NULL, *blob = NULL;
-    char **inputs = NULL, **outputs = NULL;
-    size_t nin = 0, nout = 0, tag_len = 0;
-    RedisModuleString *tag = NULL;
-    RAI_Error err;
-    Error_Init(&err);
+    char **v = RedisModule_Calloc(*n ? *n : 1, sizeof(char *));
+    for (size_t i = 0; i < *n; i++) {
+        v[i] = RdbIO_LoadCString(io, NULL);
+        if (v[i] == NULL) {
+            freeStrings(v, *n);
+            *n = 0;
+            return NULL;
+        }
+    }
+    return v;
+}
 
-    RAI_BackendKind backend = (RAI_BackendKind)RedisModule_LoadUnsigned(io);
-    device = loadCString(io);
-    tag = RedisModule_LoadString(io);
-    long long batchsize = (long long)RedisModule_LoadUnsigned(io);
-    long long minbatchsize = (long long)RedisModule_LoadUnsigned(io);
-    long long minbatchtimeout = (long long)RedisModule_LoadUnsigned(io);
-    nin = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || nin > 1 << 20) goto ioerr;
-    inputs = RedisModule_Calloc(nin ? nin : 1, sizeof(char *));
-    for (size_t i = 0; i < nin; i++) inputs[i] = loadCString(io);
-    nout = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || nout > 1 << 20) goto ioerr;
-    outputs = RedisModule_Calloc(nout ? nout : 1, sizeof(char *));
-    for (size_t i = 0; i < nout; i++) outputs[i] = loadCString(io);
-    size_t blob_len = RedisModule_LoadUnsigned(io);
+/* v1 and later: U total length, U chunk count, the chunks. */
+static int loadChunkedBlob(RedisModuleIO *io, ModelFields *f) {
+    f->blob_len = RedisModule_LoadUnsigned(io);
     size_t nchunks = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io)) goto ioerr;
-    blob = RedisModule_Alloc(blob_len ? blob_len : 1);
+    if (RedisModule_IsIOError(io) || nchunks > f->blob_len + 1) return 0;
+    f->blob = RedisModule_Alloc(f->blob_len ? f->blob_len : 1);
     size_t off = 0;
     for (size_t i = 0; i < nchunks; i++) {
         size_t len = 0;
         char *chunk = RedisModule_LoadStringBuffer(io, &len);
-        if (RedisModule_IsIOError(io) || off + len > blob_len) {
+        if (RedisModule_IsIOError(io) || chunk == NULL || len > f->blob_len - off) {
             if (chunk) RedisModule_Free(chunk);
-            goto ioerr;
+            return 0;
         }
-        memcpy(blob + off, chunk, len);
+        memcpy(f->blob + off, chunk, len);
         off += len;
         RedisModule_Free(chunk);
     }
-    if (off != blob_len || (unsigned)backend >= RAI_BACKEND_KINDS || device == NULL) goto ioerr;
+    return off == f->blob_len;
+}
 
+static int loadFields(RedisModuleIO *io, int encver, ModelFields *f) {
+    f->backend = (RAI_BackendKind)RedisModule_LoadUnsigned(io);
+    f->device = RdbIO_LoadCString(io, NULL);
+    f->tag = encver >= 1 ? RdbIO_LoadBytes(io, &f->tag_len) : RdbIO_LoadCString(io, &f->tag_len);
+    f->batchsize = (long long)RedisModule_LoadUnsigned(io);
+    f->minbatchsize = (long long)RedisModule_LoadUnsigned(io);
+    if (encver >= 2) f->minbatchtimeout = (long long)RedisModule_LoadUnsigned(io);
+    if (RedisModule_IsIOError(io) || f->device == NULL || f->tag == NULL) return 0;
+    f->inputs = loadNames(io, &f->ninputs);
+    if (f->inputs == NULL) return 0;
+    f->outputs = loadNames(io, &f->noutputs);
+    if (f->outputs == NULL) return 0;
+    if (encver >= 1) return loadChunkedBlob(io, f);
+    f->blob = RedisModule_LoadStringBuffer(io, &f->blob_len);
+    return f->blob != NULL && !RedisModule_IsIOError(io);
+}
+
+static void *ModelRdbLoad(RedisModuleIO *io, int encver) {
+    if (RdbIO_RefuseNewer(io, "AI__MODEL", encver)) return NULL;
+    RAI_Model *m = NULL;
+    ModelFields f = {0};
     RAI_DeviceKind kind;
     int64_t id;
-    if (!Device_ParseLoose(device, &kind, &id)) goto ioerr;
-    const char *tagp = RedisModule_StringPtrLen(tag, &tag_len);
+    RAI_Error err;
+    Error_Init(&err);
+
+    if (!loadFields(io, encver, &f) || (unsigned)f.backend >= RAI_BACKEND_KINDS ||
+        f.batchsize < 0 || f.minbatchsize < 0 || f.minbatchtimeout < 0 ||
+        !Device_ParseLoose(f.device, &kind, &id)) {
+        goto ioerr;
+    }
+    /* Separately, so that the log gives the reason (file, dlerror text). */
+    if (Backend_Require(NULL, f.backend, &err) == NULL) {
+        RedisModule_LogIOError(io, "warning", "Failed loading AI__MODEL %s: the %s backend: %s",
+                               RdbIO_KeyName(io), Backend_KindName(f.backend),
+                               Error_Message(&err));
+        goto ioerr;
+    }
     RAI_ModelParams p = {
-        .backend = backend,
-        .device_str = device,
+        .backend = f.backend,
+        .device_str = f.device,
         .device = kind,
         .device_id = id,
-        .tag = tagp,
-        .tag_len = tag_len,
-        .batchsize = batchsize,
-        .minbatchsize = minbatchsize,
-        .minbatchtimeout = minbatchtimeout,
-        .ninputs = nin,
-        .inputs = (const char *const *)inputs,
-        .noutputs = nout,
-        .outputs = (const char *const *)outputs,
+        .tag = f.tag,
+        .tag_len = f.tag_len,
+        .batchsize = f.batchsize,
+        .minbatchsize = f.minbatchsize,
+        .minbatchtimeout = f.minbatchtimeout,
+        .ninputs = f.ninputs,
+        .inputs = (const char *const *)f.inputs,
+        .noutputs = f.noutputs,
+        .outputs = (const char *const *)f.outputs,
     };
-    m = Model_Create(NULL, &p, blob, blob_len, &err);
-    blob = NULL;
+    m = Model_Create(NULL, &p, f.blob, f.blob_len, &err);
+    f.blob = NULL;
     if (m == NULL) {
-        RedisModule_LogIOError(io, "warning", "could not rebuild a %s model from RDB: %s",
-                               Backend_KindName(backend), Error_Message(&err));
+        RedisModule_LogIOError(io, "warning",
+                               "Failed loading AI__MODEL %s: the %s backend could not rebuild it: %s",
+                               RdbIO_KeyName(io), Backend_KindName(f.backend),
+                               Error_Message(&err));
         goto ioerr;
     }
     const RedisModuleString *keyname = RedisModule_GetKeyNameFromIO(io);
@@ -121,14 +161,13 @@ static void *ModelRdbLoad(RedisModuleIO *io, int encver) {
     goto done;
 
 ioerr:
-    RedisModule_LogIOError(io, "warning", "Experienced a short read while reading a model from RDB");
+    RedisModule_LogIOError(io, "warning",
+                           "Experienced a short read while reading a model from RDB (%s, "
+                           "encoding version %d)",
+                           RdbIO_KeyName(io), encver);
 done:
     Error_Clear(&err);
-    if (device) RedisModule_Free(device);
-    if (tag) RedisModule_FreeString(NULL, tag);
-    if (inputs) freeStrings(inputs, nin);
-    if (outputs) freeStrings(outputs, nout);
-    if (blob) RedisModule_Free(blob);
+    freeFields(&f);
     return m;
 }
 
@@ -137,15 +176,15 @@ static void ModelRdbSave(RedisModuleIO *io, void *value) {
     size_t chunk = (size_t)rai_config.model_chunk_size;
     size_t nchunks = Model_ChunkCount(m->blob_len, chunk);
     RedisModule_SaveUnsigned(io, m->backend);
-    saveCString(io, m->device_str);
+    RdbIO_SaveCString(io, m->device_str);
     RedisModule_SaveStringBuffer(io, m->tag, m->tag_len);
     RedisModule_SaveUnsigned(io, m->batchsize);
     RedisModule_SaveUnsigned(io, m->minbatchsize);
     RedisModule_SaveUnsigned(io, m->minbatchtimeout);
     RedisModule_SaveUnsigned(io, m->ninputs);
-    for (size_t i = 0; i < m->ninputs; i++) saveCString(io, m->inputs[i]);
+    for (size_t i = 0; i < m->ninputs; i++) RdbIO_SaveCString(io, m->inputs[i]);
     RedisModule_SaveUnsigned(io, m->noutputs);
-    for (size_t i = 0; i < m->noutputs; i++) saveCString(io, m->outputs[i]);
+    for (size_t i = 0; i < m->noutputs; i++) RdbIO_SaveCString(io, m->outputs[i]);
     RedisModule_SaveUnsigned(io, m->blob_len);
     RedisModule_SaveUnsigned(io, nchunks);
     for (size_t i = 0; i < nchunks; i++) {

@@ -1,7 +1,10 @@
 /*
  * script_type.c - type methods of AI_SCRIPT. RDB layout, encoding version 4
  * (spec 17): Buf* device, Str tag, Buf* source, U entry-point count,
- * Buf* entry point x count. Loading recompiles through the TORCH backend.
+ * Buf* entry point x count. v3 is the same; v1 and v2 have no entry
+ * points, and v0 also saved the tag as a Buf*. A script without entry
+ * points loads as a SCRIPTSET script would (SCRIPTRUN runs any function
+ * of it). Loading recompiles through the TORCH backend.
  *
  * AOF rewrite always writes ENTRY_POINTS (0 for a SCRIPTSET script), where
  * 1.2 left it out and wrote a command that fails on replay.
@@ -10,78 +13,94 @@
 
 #include <string.h>
 
+#include "backend_loader.h"
+#include "rdb_io.h"
 #include "script.h"
 #include "tensor_type.h"
 
 RedisModuleType *RAI_ScriptType = NULL;
 
-static char *loadCString(RedisModuleIO *io, size_t *len) {
-    size_t n = 0;
-    char *buf = RedisModule_LoadStringBuffer(io, &n);
-    if (buf == NULL) return NULL;
-    if (n > 0 && buf[n - 1] == '\0') n--;
-    char *s = RedisModule_Alloc(n + 1);
-    memcpy(s, buf, n);
-    s[n] = '\0';
-    RedisModule_Free(buf);
-    if (len) *len = n;
-    return s;
+#define MAX_ENTRY_POINTS (1 << 20)
+
+typedef struct ScriptFields {
+    char *device;
+    char *tag;
+    size_t tag_len;
+    char *source;
+    size_t source_len;
+    size_t neps;
+    char **eps;
+} ScriptFields;
+
+static void freeFields(ScriptFields *f) {
+    if (f->device) RedisModule_Free(f->device);
+    if (f->tag) RedisModule_Free(f->tag);
+    if (f->source) RedisModule_Free(f->source);
+    if (f->eps) {
+        for (size_t i = 0; i < f->neps; i++) {
+            if (f->eps[i]) RedisModule_Free(f->eps[i]);
+        }
+        RedisModule_Free(f->eps);
+    }
+}
+
+static int loadFields(RedisModuleIO *io, int encver, ScriptFields *f) {
+    f->device = RdbIO_LoadCString(io, NULL);
+    f->tag = encver >= 1 ? RdbIO_LoadBytes(io, &f->tag_len) : RdbIO_LoadCString(io, &f->tag_len);
+    f->source = RdbIO_LoadCString(io, &f->source_len);
+    if (f->device == NULL || f->tag == NULL || f->source == NULL) return 0;
+    if (encver < 3) return 1;
+    size_t n = RedisModule_LoadUnsigned(io);
+    if (RedisModule_IsIOError(io) || n > MAX_ENTRY_POINTS) return 0;
+    f->eps = RedisModule_Calloc(n ? n : 1, sizeof(char *));
+    f->neps = n;
+    for (size_t i = 0; i < n; i++) {
+        f->eps[i] = RdbIO_LoadCString(io, NULL);
+        if (f->eps[i] == NULL) return 0;
+    }
+    return 1;
 }
 
 static void *ScriptRdbLoad(RedisModuleIO *io, int encver) {
-    if (encver != RAI_ENC_VER) {
-        RedisModule_LogIOError(io, "warning",
-                               "AI_SCRIPT encoding version %d is not supported (only %d)", encver,
-                               RAI_ENC_VER);
-        return NULL;
-    }
+    if (RdbIO_RefuseNewer(io, "AI_SCRIPT", encver)) return NULL;
     RAI_Script *s = NULL;
-    char **eps = NULL;
-    size_t neps = 0, source_len = 0, tag_len = 0;
+    ScriptFields f = {0};
     RAI_Error err;
     Error_Init(&err);
-    char *device = loadCString(io, NULL);
-    RedisModuleString *tag = RedisModule_LoadString(io);
-    char *source = loadCString(io, &source_len);
-    neps = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || !device || !tag || !source || neps > 1 << 20) {
-        neps = 0;
+    if (!loadFields(io, encver, &f)) goto ioerr;
+    if (Backend_Require(NULL, RAI_BACKEND_TORCH, &err) == NULL) {
+        RedisModule_LogIOError(io, "warning", "Failed loading AI_SCRIPT %s: the TORCH backend: %s",
+                               RdbIO_KeyName(io), Error_Message(&err));
         goto ioerr;
     }
-    eps = RedisModule_Calloc(neps ? neps : 1, sizeof(char *));
-    for (size_t i = 0; i < neps; i++) eps[i] = loadCString(io, NULL);
-    if (RedisModule_IsIOError(io)) goto ioerr;
     RAI_ScriptParams p = {
-        .device_str = device,
-        .source = source,
-        .source_len = source_len,
-        .nentry_points = neps,
-        .entry_points = (const char *const *)eps,
+        .device_str = f.device,
+        .tag = f.tag,
+        .tag_len = f.tag_len,
+        .source = f.source,
+        .source_len = f.source_len,
+        .nentry_points = f.neps,
+        .entry_points = (const char *const *)f.eps,
     };
-    p.tag = RedisModule_StringPtrLen(tag, &tag_len);
-    p.tag_len = tag_len;
     s = Script_Create(NULL, &p, &err);
     if (s == NULL) {
-        RedisModule_LogIOError(io, "warning", "could not rebuild a script from RDB: %s",
-                               Error_Message(&err));
+        RedisModule_LogIOError(io, "warning",
+                               "Failed loading AI_SCRIPT %s: the TORCH backend could not rebuild "
+                               "it: %s",
+                               RdbIO_KeyName(io), Error_Message(&err));
         goto ioerr;
     }
     const RedisModuleString *keyname = RedisModule_GetKeyNameFromIO(io);
     if (keyname) Script_RegisterStats(s, (RedisModuleString *)keyname);
     goto done;
 ioerr:
-    RedisModule_LogIOError(io, "warning", "Experienced a short read while reading a script from RDB");
+    RedisModule_LogIOError(io, "warning",
+                           "Experienced a short read while reading a script from RDB (%s, "
+                           "encoding version %d)",
+                           RdbIO_KeyName(io), encver);
 done:
     Error_Clear(&err);
-    if (device) RedisModule_Free(device);
-    if (tag) RedisModule_FreeString(NULL, tag);
-    if (source) RedisModule_Free(source);
-    if (eps) {
-        for (size_t i = 0; i < neps; i++) {
-            if (eps[i]) RedisModule_Free(eps[i]);
-        }
-        RedisModule_Free(eps);
-    }
+    freeFields(&f);
     return s;
 }
 

@@ -1,11 +1,15 @@
 /*
  * tensor_type.c - type methods of AI_TENSOR. RDB layout, encoding version 4
  * (spec 17): U dtype code, U bits, S ndims, S dim x ndims, Buf data, and for
- * STRING tensors U start offset x length. Older encodings are refused with a
- * log line (they held device fields this implementation never wrote).
+ * STRING tensors U start offset x length. Versions 0-3 (RedisAI before
+ * STRING tensors) held DLPack fields: U device type, U device id, U bits,
+ * U code, U lanes, U ndims, U shape x ndims, U strides x ndims, U byte
+ * offset, Buf data; the device and strides are dropped (tensors in the
+ * keyspace are dense and on the CPU).
  */
 #include "tensor_type.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "tensor.h"
@@ -13,45 +17,97 @@
 
 RedisModuleType *RAI_TensorType = NULL;
 
+#define MAX_NDIMS (1 << 16)
+
+/* What an encoding holds, before it is checked and made a tensor. */
+typedef struct TensorFields {
+    RAI_DType dtype;
+    int64_t ndims;
+    int64_t *dims;
+    char *data;
+    size_t nbytes;
+    uint64_t *offsets; /* STRING only */
+} TensorFields;
+
+static void freeFields(TensorFields *f) {
+    if (f->dims) RedisModule_Free(f->dims);
+    if (f->data) RedisModule_Free(f->data);
+    if (f->offsets) RedisModule_Free(f->offsets);
+}
+
+static int loadDims(RedisModuleIO *io, TensorFields *f) {
+    if (RedisModule_IsIOError(io) || f->ndims < 0 || f->ndims > MAX_NDIMS) return 0;
+    f->dims = RedisModule_Alloc(sizeof(int64_t) * (f->ndims ? f->ndims : 1));
+    for (int64_t i = 0; i < f->ndims; i++) f->dims[i] = RedisModule_LoadSigned(io);
+    return !RedisModule_IsIOError(io);
+}
+
+static int loadV4(RedisModuleIO *io, TensorFields *f) {
+    f->dtype.code = (uint8_t)RedisModule_LoadUnsigned(io);
+    f->dtype.bits = (uint8_t)RedisModule_LoadUnsigned(io);
+    f->ndims = RedisModule_LoadSigned(io);
+    if (!loadDims(io, f)) return 0;
+    f->data = RedisModule_LoadStringBuffer(io, &f->nbytes);
+    if (RedisModule_IsIOError(io)) return 0;
+    if (!DType_IsString(f->dtype)) return 1;
+    size_t len = Tensor_ShapeLength(f->dims, (int)f->ndims);
+    if (len > f->nbytes) return 0; /* each element holds at least its NUL */
+    f->offsets = RedisModule_Alloc(sizeof(uint64_t) * (len ? len : 1));
+    for (size_t i = 0; i < len; i++) f->offsets[i] = RedisModule_LoadUnsigned(io);
+    return !RedisModule_IsIOError(io);
+}
+
+static int loadV0(RedisModuleIO *io, TensorFields *f) {
+    RedisModule_LoadUnsigned(io); /* device type */
+    RedisModule_LoadUnsigned(io); /* device id */
+    f->dtype.bits = (uint8_t)RedisModule_LoadUnsigned(io);
+    f->dtype.code = (uint8_t)RedisModule_LoadUnsigned(io);
+    uint64_t lanes = RedisModule_LoadUnsigned(io);
+    f->ndims = (int64_t)RedisModule_LoadUnsigned(io);
+    if (lanes != 1 || !loadDims(io, f)) return 0;
+    for (int64_t i = 0; i < f->ndims; i++) RedisModule_LoadUnsigned(io); /* strides */
+    RedisModule_LoadUnsigned(io); /* byte offset */
+    f->data = RedisModule_LoadStringBuffer(io, &f->nbytes);
+    /* STRING tensors came with encoding 4. */
+    return !RedisModule_IsIOError(io) && !DType_IsString(f->dtype);
+}
+
+/* A payload must describe a tensor the commands can read: a dtype we name,
+ * data of exactly the shape's size, STRING elements NUL-terminated. */
+static int fieldsValid(const TensorFields *f) {
+    if (DType_Name(f->dtype) == NULL) return 0;
+    size_t len = 1;
+    for (int64_t i = 0; i < f->ndims; i++) {
+        if (f->dims[i] < 0) return 0;
+        if (f->dims[i] && len > SIZE_MAX / (size_t)f->dims[i]) return 0;
+        len *= (size_t)f->dims[i];
+    }
+    if (!DType_IsString(f->dtype)) return len <= SIZE_MAX / DType_ElemSize(f->dtype) &&
+                                          f->nbytes == len * DType_ElemSize(f->dtype);
+    if (len == 0) return f->nbytes == 0;
+    if (f->nbytes == 0 || f->data[f->nbytes - 1] != '\0' || f->offsets[0] != 0) return 0;
+    for (size_t i = 1; i < len; i++) {
+        uint64_t o = f->offsets[i];
+        if (o <= f->offsets[i - 1] || o >= f->nbytes || f->data[o - 1] != '\0') return 0;
+    }
+    return 1;
+}
+
 static void *TensorRdbLoad(RedisModuleIO *io, int encver) {
-    if (encver != RAI_ENC_VER) {
+    if (RdbIO_RefuseNewer(io, "AI_TENSOR", encver)) return NULL;
+    TensorFields f = {0};
+    int ok = encver == RAI_ENC_VER ? loadV4(io, &f) : loadV0(io, &f);
+    if (!ok || !fieldsValid(&f)) {
+        freeFields(&f);
         RedisModule_LogIOError(io, "warning",
-                               "AI_TENSOR encoding version %d is not supported (only %d)", encver,
-                               RAI_ENC_VER);
+                               "Experienced a short read while reading a tensor from RDB (%s, "
+                               "encoding version %d)",
+                               RdbIO_KeyName(io), encver);
         return NULL;
     }
-    RAI_DType dt;
-    dt.code = (uint8_t)RedisModule_LoadUnsigned(io);
-    dt.bits = (uint8_t)RedisModule_LoadUnsigned(io);
-    int64_t ndims = RedisModule_LoadSigned(io);
-    if (RedisModule_IsIOError(io) || ndims < 0 || ndims > 1 << 16) goto ioerr;
-    int64_t *dims = RedisModule_Alloc(sizeof(int64_t) * (ndims ? ndims : 1));
-    for (int64_t i = 0; i < ndims; i++) dims[i] = RedisModule_LoadSigned(io);
-    size_t nbytes = 0;
-    char *data = RedisModule_LoadStringBuffer(io, &nbytes);
-    if (RedisModule_IsIOError(io)) {
-        RedisModule_Free(dims);
-        if (data) RedisModule_Free(data);
-        goto ioerr;
-    }
-    uint64_t *offsets = NULL;
-    size_t len = Tensor_ShapeLength(dims, (int)ndims);
-    if (DType_IsString(dt)) {
-        offsets = RedisModule_Alloc(sizeof(uint64_t) * (len ? len : 1));
-        for (size_t i = 0; i < len; i++) offsets[i] = RedisModule_LoadUnsigned(io);
-        if (RedisModule_IsIOError(io)) {
-            RedisModule_Free(offsets);
-            RedisModule_Free(dims);
-            RedisModule_Free(data);
-            goto ioerr;
-        }
-    }
-    RAI_Tensor *t = Tensor_NewOwned(dt, dims, (int)ndims, data, nbytes, offsets);
-    RedisModule_Free(dims);
+    RAI_Tensor *t = Tensor_NewOwned(f.dtype, f.dims, (int)f.ndims, f.data, f.nbytes, f.offsets);
+    RedisModule_Free(f.dims);
     return t;
-ioerr:
-    RedisModule_LogIOError(io, "warning", "Experienced a short read while reading a tensor from RDB");
-    return NULL;
 }
 
 static void TensorRdbSave(RedisModuleIO *io, void *value) {

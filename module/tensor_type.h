@@ -4,9 +4,8 @@
 #ifndef REDISAI_TENSOR_TYPE_H
 #define REDISAI_TENSOR_TYPE_H
 
+#include "rdb_io.h"
 #include "redismodule.h"
-
-#define RAI_ENC_VER 4
 
 extern RedisModuleType *RAI_TensorType;
 

@@ -1,0 +1,32 @@
+/*
+ * rdb_io.h - what the three type methods share when they read and write
+ * RDB values: C strings saved with their NUL (`Buf*` in spec 17), the key
+ * a value belongs to, and the refusal of encodings from a newer RedisAI.
+ */
+#ifndef REDISAI_RDB_IO_H
+#define REDISAI_RDB_IO_H
+
+#include <stddef.h>
+
+#include "redismodule.h"
+
+/* The encoding version every type writes (spec 17). */
+#define RAI_ENC_VER 4
+
+void RdbIO_SaveCString(RedisModuleIO *io, const char *s);
+
+/* A string buffer as an allocated C string, without the trailing NUL a
+ * `Buf*` field carries; *len (may be NULL) gets its length. NULL on a
+ * read error. */
+char *RdbIO_LoadCString(RedisModuleIO *io, size_t *len);
+
+/* A `Str` field, bytes kept as they are, NUL-terminated for convenience. */
+char *RdbIO_LoadBytes(RedisModuleIO *io, size_t *len);
+
+/* The key being loaded, or "(unknown key)": logs name it. */
+const char *RdbIO_KeyName(RedisModuleIO *io);
+
+/* Logs and returns 1 when encver was written by a newer RedisAI. */
+int RdbIO_RefuseNewer(RedisModuleIO *io, const char *type_name, int encver);
+
+#endif
