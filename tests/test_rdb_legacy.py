@@ -402,3 +402,33 @@ def test_payloads_with_bad_crc_are_refused_by_redis(c, rdb_version):
     bad = good[:-1] + bytes([good[-1] ^ 1])
     reply = restore(c, "x", bad)
     assert isinstance(reply, RespError) and "checksum" in str(reply), reply
+
+
+def test_load_lazily_loads_the_backend_from_backendspath(module_path, srv, rdb_version):
+    """A server started with no backend loaded rebuilds restored models and scripts by
+    loading the default backend files from BACKENDSPATH (the install tree's)."""
+    built = om.add()
+    with RawClient(srv.port) as c:
+        assert_ok(c.execute("FLUSHALL"))
+    payloads = {
+        "ox": rp.dump_payload("AI__MODEL", 1, old_model(1, "ONNX", built.blob), rdb_version),
+        "sc": rp.dump_payload("AI_SCRIPT", 3, [cstr("CPU"), b"", cstr(tm.SCRIPT), U(1),
+                                               cstr("bar")], rdb_version),
+    }
+    bare = RedisServer(module_path, [])
+    try:
+        with RawClient(bare.port) as c:
+            assert b"ai_onnxruntime_version" not in c.execute("INFO", "MODULES")
+            for key, payload in payloads.items():
+                assert_ok(c.execute("RESTORE", key, 0, payload))
+            info = c.execute("INFO", "MODULES")
+            assert b"ai_onnxruntime_version" in info and b"ai_Torch_version" in info, info
+            got = run_one(c, "ox", built.sample)
+            np.testing.assert_allclose(got[0], built.run(*built.sample)[0], rtol=1e-6)
+            a = np.array([1, 2], np.float32)
+            put(c, "a", a)
+            assert_ok(c.execute("AI.SCRIPTEXECUTE", "sc", "bar", "INPUTS", 2, "a", "a",
+                                "OUTPUTS", 1, "o"))
+            np.testing.assert_array_equal(get(c, "o"), a * 2)
+    finally:
+        bare.stop()
