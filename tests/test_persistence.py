@@ -315,3 +315,39 @@ def test_aof_replay_after_deletes_and_overwrites(servers):
     c3 = RawClient(srv3.port)
     pc.assert_same(want, pc.snapshot(c3, run=False))
     c3.close()
+
+
+def test_blob_of_an_exact_multiple_of_the_chunk_size(servers, all_backend_paths):
+    """Spec 5 QUIRK: L = k * C gives k + 1 chunks, the last one empty. DEBUG RELOAD (RDB),
+    an AOF rewrite (whose MODELSTORE then ends in an empty BLOB chunk) and a restart from
+    that AOF all give the model back whole and runnable."""
+    blob = pc.tf_blob()
+    size = next(d for d in range(len(blob) // 4, 1, -1) if len(blob) % d == 0)
+    k = len(blob) // size + 1
+    chunks = [blob[i * size:(i + 1) * size] for i in range(k)]
+    assert chunks[-1] == b"" and k > 2
+    args = ["MODEL_CHUNK_SIZE", str(size)] + [a for kind, p in all_backend_paths.items()
+                                             for a in (kind, str(p))]
+    srv = servers.start(extra=AOF, module_args=args)
+    c = RawClient(srv.port)
+    wait_rewrite_done(c)
+    assert_ok(c.execute("AI.MODELSTORE", "m", "TF", "CPU", "INPUTS", 2, "a", "b", "OUTPUTS", 1,
+                        "mul", "BLOB", blob))
+    assert c.execute("AI.MODELGET", "m", "BLOB") == chunks
+    assert_ok(c.execute("DEBUG", "RELOAD"))
+    assert c.execute("AI.MODELGET", "m", "BLOB") == chunks
+    assert c.execute("BGREWRITEAOF") == "Background append only file rewriting started"
+    time.sleep(0.05)
+    wait_rewrite_done(c)
+    cmd = by_key(read_commands(aof_files(srv.data_dir)["b"]), "AI.MODELSTORE")[b"m"]
+    assert cmd[cmd.index(b"BLOB") + 1:] == chunks
+    c.close()
+    srv.stop()
+    srv2 = servers.start(srv.data_dir, AOF, module_args=args)
+    c2 = RawClient(srv2.port)
+    assert c2.execute("AI.MODELGET", "m", "BLOB") == chunks
+    a = np.array([2, 3], np.float32)
+    assert_ok(c2.execute("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", a.tobytes()))
+    assert_ok(c2.execute("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "o"))
+    assert c2.execute("AI.TENSORGET", "o", "BLOB") == (a * a).tobytes()
+    c2.close()
