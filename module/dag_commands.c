@@ -85,7 +85,7 @@ static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *n
             Error_Set(err, "wrong number of arguments for 'AI.TENSORSET' command");
             return REDISMODULE_ERR;
         }
-        RAI_Tensor *t = TensorSet_Parse(argv + 2, argc - 2, err);
+        RAI_Tensor *t = TensorSet_Parse(argv + 2, argc - 2, 0, err);
         if (t == NULL) return REDISMODULE_ERR;
         RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_TENSORSET);
         op->noutputs = 1;

@@ -5,6 +5,7 @@
  */
 #include "tensor.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -42,6 +43,37 @@ const char *DType_Name(RAI_DType dt) {
 
 int DType_IsString(RAI_DType dt) {
     return dt.code == RAI_DTYPE_STRING;
+}
+
+int DType_IsStorable(RAI_DType dt) {
+    if (DType_Name(dt) != NULL) return 1;
+    int code_ok = dt.code == RAI_DTYPE_INT || dt.code == RAI_DTYPE_UINT ||
+                  dt.code == RAI_DTYPE_FLOAT || dt.code == RAI_DTYPE_BFLOAT ||
+                  dt.code == RAI_DTYPE_BOOL;
+    int bits_ok = dt.code == RAI_DTYPE_BOOL
+                      ? dt.bits == 8
+                      : dt.bits == 8 || dt.bits == 16 || dt.bits == 32 || dt.bits == 64;
+    return code_ok && bits_ok;
+}
+
+void DType_InternalName(RAI_DType dt, char *buf) {
+    snprintf(buf, DTYPE_INTERNAL_NAME_MAX, "_DTYPE%u_%u", (unsigned)dt.code, (unsigned)dt.bits);
+}
+
+int DType_ParseInternal(const char *s, size_t len, RAI_DType *out) {
+    char buf[DTYPE_INTERNAL_NAME_MAX];
+    unsigned code, bits;
+    char tail;
+    if (len >= sizeof(buf)) return 0;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    if (sscanf(buf, "_DTYPE%u_%u%c", &code, &bits, &tail) != 2 || code > 255 || bits > 255) {
+        return 0;
+    }
+    RAI_DType dt = {.code = (uint8_t)code, .bits = (uint8_t)bits};
+    if (!DType_IsStorable(dt) || DType_IsString(dt)) return 0;
+    *out = dt;
+    return 1;
 }
 
 size_t DType_ElemSize(RAI_DType dt) {

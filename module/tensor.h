@@ -35,6 +35,17 @@ int DType_Parse(const char *s, size_t len, RAI_DType *out);
 const char *DType_Name(RAI_DType dt);
 size_t DType_ElemSize(RAI_DType dt); /* 0 for STRING */
 int DType_IsString(RAI_DType dt);
+/* Whether tensors of dt may live in the keyspace and the RDB: the named
+ * dtypes, and the other fixed-width ones backends produce (float16 from
+ * Torch, uint32 from ONNX, ...), which TENSORGET serves as BLOB only. */
+int DType_IsStorable(RAI_DType dt);
+
+/* How replication and the AOF spell a storable dtype with no name:
+ * "_DTYPE<code>_<bits>". AI.TENSORSET accepts it from the master link and
+ * the AOF only, so clients still see spec section 1's errors. */
+#define DTYPE_INTERNAL_NAME_MAX 32
+void DType_InternalName(RAI_DType dt, char *buf);
+int DType_ParseInternal(const char *s, size_t len, RAI_DType *out);
 
 /* Product of dims (1 for a 0-d tensor). */
 size_t Tensor_ShapeLength(const int64_t *dims, int ndims);

@@ -105,11 +105,11 @@ static RAI_Tensor *parseBlob(RAI_DType dt, const int64_t *dims, int ndims, size_
     return Tensor_NewHeld(dt, dims, ndims, blob, NULL);
 }
 
-RAI_Tensor *TensorSet_Parse(RedisModuleString **argv, int argc, RAI_Error *err) {
+RAI_Tensor *TensorSet_Parse(RedisModuleString **argv, int argc, int internal, RAI_Error *err) {
     size_t tlen;
     const char *tok = RedisModule_StringPtrLen(argv[0], &tlen);
     RAI_DType dt;
-    if (!DType_Parse(tok, tlen, &dt)) {
+    if (!DType_Parse(tok, tlen, &dt) && !(internal && DType_ParseInternal(tok, tlen, &dt))) {
         Error_Set(err, "ERR invalid data type");
         return NULL;
     }
@@ -121,7 +121,7 @@ RAI_Tensor *TensorSet_Parse(RedisModuleString **argv, int argc, RAI_Error *err) 
     for (; i < argc; i++) {
         if (Args_TokenIs(argv[i], "BLOB") || Args_TokenIs(argv[i], "VALUES")) break;
         long long d;
-        if (RedisModule_StringToLongLong(argv[i], &d) != REDISMODULE_OK || d <= 0 ||
+        if (RedisModule_StringToLongLong(argv[i], &d) != REDISMODULE_OK || d < (internal ? 0 : 1) ||
             __builtin_mul_overflow(n, (size_t)d, &n)) {
             Error_Set(err, "ERR invalid or negative value found in tensor shape");
             goto done;
@@ -294,8 +294,12 @@ RAI_Tensor *Tensor_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_
 
 RedisModuleString **Tensor_SetArgs(RedisModuleCtx *ctx, RedisModuleString *keyname,
                                    RAI_Tensor *t, int *argc) {
+    char internal[DTYPE_INTERNAL_NAME_MAX];
     const char *name = DType_Name(t->dtype);
-    if (name == NULL) return NULL;
+    if (name == NULL) {
+        DType_InternalName(t->dtype, internal);
+        name = internal;
+    }
     int n = 2 + t->ndims;
     RedisModuleString **args = RedisModule_Alloc(sizeof(*args) * n);
     int k = 0;
@@ -326,12 +330,6 @@ int Tensor_StoreAndReplicate(RedisModuleCtx *ctx, RedisModuleString *keyname, RA
     RedisModule_CloseKey(key);
     int argc;
     RedisModuleString **args = Tensor_SetArgs(ctx, keyname, t, &argc);
-    if (args == NULL) {
-        RedisModule_Log(ctx, "warning",
-                        "tensor of a dtype with no name stored but not replicated: %s",
-                        RedisModule_StringPtrLen(keyname, NULL));
-        return REDISMODULE_OK;
-    }
     RedisModule_Replicate(ctx, "AI.TENSORSET", "vcb", args, (size_t)argc, "BLOB", t->data,
                           t->nbytes);
     Tensor_FreeSetArgs(ctx, args, argc);
@@ -351,7 +349,10 @@ int TensorSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     }
     RAI_Error err;
     Error_Init(&err);
-    RAI_Tensor *t = TensorSet_Parse(argv + 2, argc - 2, &err);
+    /* What replication and AOF rewrite write (Tensor_SetArgs) must load. */
+    int internal = (RedisModule_GetContextFlags(ctx) &
+                    (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING)) != 0;
+    RAI_Tensor *t = TensorSet_Parse(argv + 2, argc - 2, internal, &err);
     if (t == NULL) {
         RedisModule_CloseKey(key);
         RedisModule_ReplyWithError(ctx, Error_Message(&err));

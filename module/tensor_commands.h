@@ -14,8 +14,11 @@
 #define TENSORGET_BLOB 2
 #define TENSORGET_VALUES 4
 
-/* argv[0] is the dtype token: `type [dim ...] [BLOB b | VALUES v ...]`. */
-RAI_Tensor *TensorSet_Parse(RedisModuleString **argv, int argc, RAI_Error *err);
+/* argv[0] is the dtype token: `type [dim ...] [BLOB b | VALUES v ...]`.
+ * internal (commands from the master link or the AOF) also accepts what
+ * replication writes for tensors no client could send: unnamed dtypes
+ * (DType_InternalName) and dims of 0. */
+RAI_Tensor *TensorSet_Parse(RedisModuleString **argv, int argc, int internal, RAI_Error *err);
 /* argv are the format tokens after the key; returns -1 after err. */
 int TensorGet_ParseFormat(RedisModuleString **argv, int argc, RAI_Error *err);
 /* Replies with t in format fmt; one reply, possibly an error. */
@@ -30,9 +33,8 @@ int Tensor_StoreAndReplicate(RedisModuleCtx *ctx, RedisModuleString *keyname, RA
                              RAI_Error *err);
 /* Argument vector `key DTYPE d1 .. dn` for replication and AOF, to which
  * callers append "BLOB" and the data as a buffer (format "vcb"), so the
- * bytes are not copied into a string first. NULL for dtypes that cannot be
- * named. Caller frees with
- * Tensor_FreeSetArgs. */
+ * bytes are not copied into a string first. Unnamed dtypes are spelled
+ * as DType_InternalName says. Caller frees with Tensor_FreeSetArgs. */
 RedisModuleString **Tensor_SetArgs(RedisModuleCtx *ctx, RedisModuleString *keyname,
                                    RAI_Tensor *t, int *argc);
 void Tensor_FreeSetArgs(RedisModuleCtx *ctx, RedisModuleString **args, int argc);

@@ -72,10 +72,10 @@ static int loadV0(RedisModuleIO *io, TensorFields *f) {
     return !RedisModule_IsIOError(io) && !DType_IsString(f->dtype);
 }
 
-/* A payload must describe a tensor the commands can read: a dtype we name,
- * data of exactly the shape's size, STRING elements NUL-terminated. */
+/* A payload must describe a tensor the commands can read: a storable
+ * dtype, data of exactly the shape's size, STRING elements NUL-terminated. */
 static int fieldsValid(const TensorFields *f) {
-    if (DType_Name(f->dtype) == NULL) return 0;
+    if (!DType_IsStorable(f->dtype)) return 0;
     size_t len = 1;
     for (int64_t i = 0; i < f->ndims; i++) {
         if (f->dims[i] < 0) return 0;
@@ -127,11 +127,6 @@ static void TensorAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *v
     RedisModuleCtx *ctx = RedisModule_GetContextFromIO(aof);
     int argc;
     RedisModuleString **args = Tensor_SetArgs(ctx, key, t, &argc);
-    if (args == NULL) {
-        RedisModule_LogIOError(aof, "warning", "tensor %s has a dtype with no name; not rewritten",
-                               RedisModule_StringPtrLen(key, NULL));
-        return;
-    }
     /* args[0] is the key itself. */
     RedisModule_EmitAOF(aof, "AI.TENSORSET", "vcb", args, (size_t)argc, "BLOB", t->data, t->nbytes);
     Tensor_FreeSetArgs(ctx, args, argc);

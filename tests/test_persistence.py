@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import persistence_corpus as pc
+import torch_models as tm
 from helpers import assert_ok
 from persist_servers import (Servers, aof_files, by_key, info, names, read_commands, to_bytes,
                              wait_bgsave_done, wait_info, wait_rewrite_done)
@@ -350,4 +351,46 @@ def test_blob_of_an_exact_multiple_of_the_chunk_size(servers, all_backend_paths)
     assert_ok(c2.execute("AI.TENSORSET", "a", "FLOAT", 2, "BLOB", a.tobytes()))
     assert_ok(c2.execute("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "o"))
     assert c2.execute("AI.TENSORGET", "o", "BLOB") == (a * a).tobytes()
+    c2.close()
+
+
+EMPTY_SCRIPT = """
+def empty(tensors: List[Tensor], keys: List[str], args: List[str]):
+    return tensors[0][0:0]
+"""
+
+
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_outputs_no_client_could_send_survive_the_aof(servers, rewrite):
+    """A float16 output and one with a dim of 0 are written to the AOF in the internal
+    form (spec 1 refuses both from clients) and come back on replay."""
+    srv = servers.start(extra=AOF)
+    c = RawClient(srv.port)
+    wait_rewrite_done(c)
+    assert_ok(c.execute("AI.MODELSTORE", "h", "TORCH", "CPU", "BLOB", tm.half_out().blob))
+    assert_ok(c.execute("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 1, "empty", "SOURCE",
+                        EMPTY_SCRIPT))
+    assert_ok(c.execute("AI.TENSORSET", "x", "FLOAT", 3, "VALUES", 1, 2, 3))
+    assert_ok(c.execute("AI.MODELEXECUTE", "h", "INPUTS", 1, "x", "OUTPUTS", 1, "o"))
+    assert_ok(c.execute("AI.SCRIPTEXECUTE", "s", "empty", "INPUTS", 1, "x", "OUTPUTS", 1, "e"))
+    want = {k: c.execute("DUMP", k) for k in ("o", "e")}
+    assert c.execute("AI.TENSORGET", "e", "META") == [b"dtype", b"FLOAT", b"shape", [0]]
+    # Clients cannot send either form.
+    reply = c.execute("AI.TENSORSET", "y", "_DTYPE2_16", 3, "BLOB", b"\0" * 6)
+    assert str(reply) == "ERR invalid data type", reply
+    reply = c.execute("AI.TENSORSET", "y", "FLOAT", 0, "BLOB", b"")
+    assert str(reply) == "ERR invalid or negative value found in tensor shape", reply
+    if rewrite:
+        c.execute("BGREWRITEAOF")
+        wait_rewrite_done(c)
+    c.close()
+    files = aof_files(srv.data_dir)
+    srv.stop()
+    cmds = read_commands(files["b"] if rewrite else files["i"])
+    tensorsets = by_key(cmds, "AI.TENSORSET")
+    assert tensorsets[b"o"][2:4] == [b"_DTYPE2_16", b"3"], tensorsets[b"o"][:4]
+    assert tensorsets[b"e"][2:4] == [b"FLOAT", b"0"], tensorsets[b"e"][:4]
+    srv2 = servers.start(srv.data_dir, AOF)
+    c2 = RawClient(srv2.port)
+    assert {k: c2.execute("DUMP", k) for k in ("o", "e")} == want
     c2.close()

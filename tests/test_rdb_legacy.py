@@ -333,7 +333,9 @@ MALFORMED = {
     "v4 data shorter than the shape": ("AI_TENSOR", 4, f32_tensor_v4([2, 2], b"\x00" * 12)),
     "v4 data longer than the shape": ("AI_TENSOR", 4, f32_tensor_v4([2], b"\x00" * 12)),
     "v4 negative dim": ("AI_TENSOR", 4, f32_tensor_v4([-1, 2], b"")),
-    "v4 FLOAT16 (no such dtype here)": ("AI_TENSOR", 4, f32_tensor_v4([2], b"\x00" * 4, 2, 16)),
+    "v4 float of 24 bits": ("AI_TENSOR", 4, f32_tensor_v4([2], b"\x00" * 6, 2, 24)),
+    "v4 dtype code 9": ("AI_TENSOR", 4, f32_tensor_v4([2], b"\x00" * 8, 9, 32)),
+    "v4 BOOL of 16 bits": ("AI_TENSOR", 4, f32_tensor_v4([2], b"\x00" * 4, 6, 16)),
     "v4 STRING element not terminated": ("AI_TENSOR", 4,
                                          [U(7), U(8), U(1), U(2), b"ab\x00cd", U(0), U(3)]),
     "v4 STRING offsets out of order": ("AI_TENSOR", 4,
@@ -395,6 +397,17 @@ def test_unloadable_backend_fails_the_load_naming_key_backend_and_reason(
             assert c.execute("PING") == "PONG"
     finally:
         bare.stop()
+
+
+def test_unnamed_fixed_width_dtypes_load(c, rdb_version):
+    """float16 (what Torch outputs) and bfloat16 tensors live in the keyspace as BLOB-only
+    tensors (spec 1), so their RDB values load."""
+    for code, bits in ((2, 16), (4, 16), (1, 32), (1, 64)):
+        data = bytes(range(2 * bits // 8))
+        assert_ok(restore(c, "u", rp.dump_payload("AI_TENSOR", 4, f32_tensor_v4([2], data, code,
+                                                                                  bits), rdb_version)))
+        assert c.execute("AI.TENSORGET", "u", "BLOB") == data
+        assert str(c.execute("AI.TENSORGET", "u", "META")) == "ERR unsupported dtype"
 
 
 def test_payloads_with_bad_crc_are_refused_by_redis(c, rdb_version):

@@ -235,11 +235,15 @@ def test_replica_refuses_writes_and_serves_reads(servers):
     assert replica.alive(), replica.log()
 
 
-@pytest.mark.xfail(strict=True, reason="core: Tensor_StoreAndReplicate (module/tensor_commands.c) "
-                   "stores an output of a dtype with no name (float16 from Torch) but cannot "
-                   "replicate it, having no AI.TENSORSET token for it; the replica (and the AOF) "
-                   "lack the key. Open: needs a decision on a wire form for such tensors.")
-def test_output_of_an_unnamed_dtype_reaches_the_replica(servers):
+EMPTY_SCRIPT = """
+def empty(tensors: List[Tensor], keys: List[str], args: List[str]):
+    return tensors[0][0:0]
+"""
+
+
+def test_outputs_no_client_could_send_reach_the_replica(servers):
+    """A float16 output (no dtype token) and an output with a dim of 0 (refused from
+    clients) are replicated in the internal form AI.TENSORSET accepts from the master."""
     master = servers.start(extra=MASTER)
     replica = servers.start()
     mc, rc = RawClient(master.port), RawClient(replica.port)
@@ -247,7 +251,15 @@ def test_output_of_an_unnamed_dtype_reaches_the_replica(servers):
     assert_ok(mc.execute("AI.MODELSTORE", "h", "TORCH", "CPU", "BLOB", tm.half_out().blob))
     assert_ok(mc.execute("AI.TENSORSET", "x", "FLOAT", 3, "VALUES", 1, 2, 3))
     assert_ok(mc.execute("AI.MODELEXECUTE", "h", "INPUTS", 1, "x", "OUTPUTS", 1, "o"))
+    assert_ok(mc.execute("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 1, "empty", "SOURCE",
+                         EMPTY_SCRIPT))
+    assert_ok(mc.execute("AI.SCRIPTEXECUTE", "s", "empty", "INPUTS", 1, "x", "OUTPUTS", 1, "e"))
     sync(mc)
     want = mc.execute("AI.TENSORGET", "o", "BLOB")
     assert isinstance(want, bytes) and len(want) == 6
     assert rc.execute("AI.TENSORGET", "o", "BLOB") == want
+    assert mc.execute("AI.TENSORGET", "e", "META", "BLOB") == \
+        [b"dtype", b"FLOAT", b"shape", [0], b"blob", b""]
+    assert rc.execute("AI.TENSORGET", "e", "META", "BLOB") == \
+        mc.execute("AI.TENSORGET", "e", "META", "BLOB")
+    assert mc.execute("DUMP", "o") == rc.execute("DUMP", "o")
