@@ -354,6 +354,8 @@ static void dagKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         long long n;
         if ((Args_TokenIs(argv[pos], "LOAD") || Args_TokenIs(argv[pos], "PERSIST")) && pos + 1 < argc &&
             RedisModule_StringToLongLong(argv[pos + 1], &n) == REDISMODULE_OK && n > 0) {
+            /* clamped so that pos only moves forward, and stays an int */
+            if (n > argc) n = argc;
             for (long long i = 0; i < n && pos + 2 + i < argc; i++) {
                 RedisModule_KeyAtPos(ctx, (int)(pos + 2 + i));
             }

@@ -171,10 +171,15 @@ static int execute(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Pars
 
 /* --------------------------------- keys ----------------------------------- */
 
+/* Redis does not bound-check the positions a handler reports (ACL checks and
+ * cluster routing read argv at them), so every position must lie inside
+ * argv, and counts are clamped to argc before any arithmetic. */
 static void modelExecuteKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2) return;
     RedisModule_KeyAtPos(ctx, 1);
     long long n, m;
     if (argc < 4 || RedisModule_StringToLongLong(argv[3], &n) != REDISMODULE_OK || n < 0) return;
+    if (n > argc) n = argc;
     for (long long i = 0; i < n && 4 + i < argc; i++) RedisModule_KeyAtPos(ctx, (int)(4 + i));
     long long pos = 4 + n;
     if (pos + 1 >= argc || RedisModule_StringToLongLong(argv[pos + 1], &m) != REDISMODULE_OK) {
@@ -186,6 +191,7 @@ static void modelExecuteKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int 
 }
 
 static void modelRunKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2) return;
     RedisModule_KeyAtPos(ctx, 1);
     int pos = 2;
     if (pos + 1 < argc && Args_TokenIs(argv[pos], "TIMEOUT")) pos += 2;

@@ -196,7 +196,10 @@ int ScriptRun_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int
     return parseWith(ctx, argv, argc, in_dag, a, err, "AI.SCRIPTRUN", syntaxScriptRun);
 }
 
+/* Positions reported must lie inside argv (Redis reads argv at them without a
+ * bound check); counts are clamped to argc so that pos only moves forward. */
 static void scriptExecuteKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2) return;
     RedisModule_KeyAtPos(ctx, 1);
     int pos = 3;
     while (pos + 1 < argc) {
@@ -208,6 +211,7 @@ static void scriptExecuteKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int
             return;
         }
         if (n < 0) n = 0;
+        if (n > argc) n = argc;
         for (long long i = 0; i < n && pos + 2 + i < argc; i++) {
             if (!is_args) RedisModule_KeyAtPos(ctx, (int)(pos + 2 + i));
         }
@@ -274,16 +278,18 @@ static const char *parseScriptRun(RedisModuleString **argv, int argc, int in_dag
     return NULL;
 }
 
+/* INPUTS is optional, so the list of tensor keys starts at INPUTS or at
+ * OUTPUTS, whichever comes first; TIMEOUT and its value may sit anywhere. */
 static void scriptRunKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2) return;
     RedisModule_KeyAtPos(ctx, 1);
     int in_lists = 0;
     for (int pos = 3; pos < argc; pos++) {
         if (Args_TokenIs(argv[pos], "TIMEOUT")) {
             pos++;
-        } else if (Args_TokenIs(argv[pos], "INPUTS")) {
+        } else if (Args_TokenIs(argv[pos], "INPUTS") || Args_TokenIs(argv[pos], "OUTPUTS")) {
             in_lists = 1;
-        } else if (in_lists && !Args_TokenIs(argv[pos], "OUTPUTS") &&
-                   strcmp(RedisModule_StringPtrLen(argv[pos], NULL), "$")) {
+        } else if (in_lists && strcmp(RedisModule_StringPtrLen(argv[pos], NULL), "$")) {
             RedisModule_KeyAtPos(ctx, pos);
         }
     }
