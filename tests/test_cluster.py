@@ -12,6 +12,7 @@ COMMAND GETKEYS for movable-key commands).
 * DAGEXECUTE routes by LOAD / PERSIST keys, or by ROUTING when it has none, and a DAG with
   keys in two slots is refused with CROSSSLOT;
 * a script's redis.execute reaches the key declared in KEYS on the node it was routed to;
+* failover: a replica of master 0 takes over with CLUSTER FAILOVER and runs its models;
 * a bare command name (the getkeys handler called with argc 1) gets its argument error
   (this did not fail before the argc fix: what Redis read past argv happened to be
   harmless here; test_command_keys shows the crash through ACL key patterns).
@@ -63,11 +64,11 @@ class Cluster:
 
 
 def _wait_cluster_ok(nodes: list[RedisServer], timeout: float = 30.0) -> None:
-    """Every node knows the other two and serves all 16384 slots."""
+    """Every node knows all the others and the cluster serves all 16384 slots."""
     def ok(n: RedisServer) -> bool:
         with RawClient(n.port) as c:
             info = c.execute("CLUSTER", "INFO").decode()
-        return "cluster_state:ok" in info and "cluster_known_nodes:3" in info
+        return "cluster_state:ok" in info and f"cluster_known_nodes:{len(nodes)}" in info
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -78,30 +79,47 @@ def _wait_cluster_ok(nodes: list[RedisServer], timeout: float = 30.0) -> None:
                          "\n".join(n.log()[-2000:] for n in nodes))
 
 
-@pytest.fixture(scope="module")
-def cluster(module_path, all_backend_paths) -> Iterator[Cluster]:
+def _backend_args(all_backend_paths) -> list[str]:
     args: list[str] = []
     for kind, path in all_backend_paths.items():
         args += [kind, str(path)]
+    return args
+
+
+def start_cluster(module_path, module_args: list[str], nodes: list[RedisServer],
+                  replicas: int = 0) -> list[RedisServer]:
+    """Starts three masters serving RANGES, then `replicas` replicas of master 0, appending
+    every server to `nodes` as it starts (the caller stops them). Returns the replicas."""
+    # free ports are often above 55535, where the default bus port (+10000) does
+    # not exist: each node gets its own bus port, given to CLUSTER MEET too
+    bus = [free_port() for _ in range(3 + replicas)]
+    for i in range(3 + replicas):
+        nodes.append(RedisServer(module_path, module_args, extra=[
+            "--cluster-enabled", "yes", "--cluster-node-timeout", "3000",
+            "--cluster-port", str(bus[i])]))
+    for i, (n, (lo, hi)) in enumerate(zip(nodes, RANGES)):
+        c = n.client()
+        c.execute_command("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
+        c.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
+        c.close()
+    c0 = nodes[0].client()
+    for n, b in zip(nodes[1:], bus[1:]):
+        c0.execute_command("CLUSTER", "MEET", "127.0.0.1", n.port, b)
+    master0 = c0.execute_command("CLUSTER", "MYID")
+    c0.close()
+    _wait_cluster_ok(nodes)
+    for n in nodes[3:]:
+        c = n.client()
+        c.execute_command("CLUSTER", "REPLICATE", master0)
+        c.close()
+    return nodes[3:]
+
+
+@pytest.fixture(scope="module")
+def cluster(module_path, all_backend_paths) -> Iterator[Cluster]:
     nodes: list[RedisServer] = []
     try:
-        # free ports are often above 55535, where the default bus port (+10000) does
-        # not exist: each node gets its own bus port, given to CLUSTER MEET too
-        bus = [free_port() for _ in range(3)]
-        for i in range(3):
-            nodes.append(RedisServer(module_path, args, extra=[
-                "--cluster-enabled", "yes", "--cluster-node-timeout", "3000",
-                "--cluster-port", str(bus[i])]))
-        for i, (n, (lo, hi)) in enumerate(zip(nodes, RANGES)):
-            c = n.client()
-            c.execute_command("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
-            c.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
-            c.close()
-        c0 = nodes[0].client()
-        for n, b in zip(nodes[1:], bus[1:]):
-            c0.execute_command("CLUSTER", "MEET", "127.0.0.1", n.port, b)
-        c0.close()
-        _wait_cluster_ok(nodes)
+        start_cluster(module_path, _backend_args(all_backend_paths), nodes)
         yield Cluster(nodes)
         for n in nodes:
             assert n.alive(), n.log()
@@ -345,3 +363,76 @@ def test_bare_command_name_is_an_error(stored: Cluster, name: str):
         assert "argument" in str(reply), reply
         assert c.execute("PING") == "PONG"
     assert stored.nodes[0].alive(), stored.nodes[0].log()
+
+
+# --------------------------------------------------------------------------------------
+# Failover: a replica of a master takes over, with runnable models
+# --------------------------------------------------------------------------------------
+
+def _role(n: RedisServer) -> bytes:
+    with RawClient(n.port) as c:
+        return c.execute("ROLE")[0]
+
+
+def test_failover_keeps_models_runnable(module_path, all_backend_paths):
+    """A fourth node replicates master 0 (full sync of its models and scripts), takes over
+    with CLUSTER FAILOVER, and runs every model and script of the slot range it now serves;
+    the cluster client follows the MOVED to it. Stats on the new master start from its own
+    runs: the replica never ran anything while it was one."""
+    nodes: list[RedisServer] = []
+    try:
+        [replica] = start_cluster(module_path, _backend_args(all_backend_paths), nodes, 1)
+        cl = Cluster(nodes[:3])
+        k = cl.key
+        with cl.raw(0) as c:
+            assert_ok(c.execute("AI.MODELSTORE", k(0, "pt"), "TORCH", "CPU", "BLOB",
+                                tm.add().blob))
+            assert_ok(c.execute("AI.MODELSTORE", k(0, "ox"), "ONNX", "CPU", "BLOB",
+                                om.add().blob))
+            assert_ok(c.execute("AI.MODELSTORE", k(0, "tf"), "TF", "CPU", "INPUTS", 2, "a", "b",
+                                "OUTPUTS", 1, "mul", "BLOB", tf_graphs.mul_graph()))
+            assert_ok(c.execute("AI.SCRIPTSTORE", k(0, "s"), "CPU", "ENTRY_POINTS", 1, "bar",
+                                "SOURCE", tm.SCRIPT))
+            put(c, k(0, "a"), A)
+            put(c, k(0, "b"), B)
+            assert_ok(c.execute("AI.MODELEXECUTE", k(0, "pt"), "INPUTS", 2, k(0, "a"), k(0, "b"),
+                                "OUTPUTS", 1, k(0, "before")))
+            deadline = time.monotonic() + 30
+            while c.execute("WAIT", 1, 1000) < 1:
+                assert time.monotonic() < deadline, replica.log()[-2000:]
+        with RawClient(replica.port) as r:
+            assert_ok(r.execute("READONLY"))  # reads of its master's slots, here
+            info = r.execute("AI.INFO", k(0, "pt"))
+            assert isinstance(info, list) and info[15] == 0, info  # replicated, never run
+            assert_same(get(r, k(0, "before")), A + B)
+            assert_ok(r.execute("CLUSTER", "FAILOVER"))
+        deadline = time.monotonic() + 30
+        while _role(replica) != b"master" or _role(nodes[0]) != b"slave":
+            assert time.monotonic() < deadline, replica.log()[-2000:]
+            time.sleep(0.1)
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", n.port) for n in nodes[1:]])
+        try:
+            want = {"pt": A + B, "ox": A + B, "tf": A * B}
+            for name, expect in want.items():
+                out = k(0, f"out_{name}")
+                assert rc.execute_command("AI.MODELEXECUTE", k(0, name), "INPUTS", 2, k(0, "a"),
+                                          k(0, "b"), "OUTPUTS", 1, out) == b"OK"
+                assert_same(_tensor(rc, out), expect)
+            assert rc.execute_command("AI.SCRIPTEXECUTE", k(0, "s"), "bar", "INPUTS", 2,
+                                      k(0, "a"), k(0, "b"), "OUTPUTS", 1, k(0, "sum")) == b"OK"
+            assert_same(_tensor(rc, k(0, "sum")), A + B)
+            assert_same(_tensor(rc, k(0, "before")), A + B)
+        finally:
+            rc.close()
+        with RawClient(replica.port) as r:  # the runs above happened on the new master
+            for key in ("pt", "ox", "tf", "s"):
+                info = r.execute("AI.INFO", k(0, key))
+                assert isinstance(info, list) and info[15] == 1, (key, info)
+        with cl.raw(0) as old:  # the old master is now its replica: redirects writes
+            reply = old.execute("AI.TENSORSET", k(0, "x"), "FLOAT", 1, "VALUES", 1)
+            assert isinstance(reply, RespError) and str(reply).startswith("MOVED"), reply
+        for n in nodes:
+            assert n.alive(), n.log()[-2000:]
+    finally:
+        for n in nodes:
+            n.stop()
