@@ -106,13 +106,12 @@ done:
 
 static void ScriptRdbSave(RedisModuleIO *io, void *value) {
     RAI_Script *s = value;
-    RedisModule_SaveStringBuffer(io, s->device_str, strlen(s->device_str) + 1);
+    RdbIO_SaveCString(io, s->device_str);
     RedisModule_SaveStringBuffer(io, s->tag, s->tag_len);
+    /* Buf*: the source with its NUL (source_len excludes it). */
     RedisModule_SaveStringBuffer(io, s->source, s->source_len + 1);
     RedisModule_SaveUnsigned(io, s->nentry_points);
-    for (size_t i = 0; i < s->nentry_points; i++) {
-        RedisModule_SaveStringBuffer(io, s->entry_points[i], strlen(s->entry_points[i]) + 1);
-    }
+    for (size_t i = 0; i < s->nentry_points; i++) RdbIO_SaveCString(io, s->entry_points[i]);
 }
 
 static void ScriptAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *value) {

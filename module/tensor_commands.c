@@ -349,10 +349,14 @@ int TensorSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     }
     RAI_Error err;
     Error_Init(&err);
-    /* What replication and AOF rewrite write (Tensor_SetArgs) must load. */
-    int internal = (RedisModule_GetContextFlags(ctx) &
-                    (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING)) != 0;
-    RAI_Tensor *t = TensorSet_Parse(argv + 2, argc - 2, internal, &err);
+    RAI_Tensor *t = TensorSet_Parse(argv + 2, argc - 2, 0, &err);
+    /* What replication and AOF rewrite write (Tensor_SetArgs) must load.
+     * Asked only after a refusal: the context flags cost more than a parse. */
+    if (t == NULL && (RedisModule_GetContextFlags(ctx) &
+                      (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING))) {
+        Error_Clear(&err);
+        t = TensorSet_Parse(argv + 2, argc - 2, 1, &err);
+    }
     if (t == NULL) {
         RedisModule_CloseKey(key);
         RedisModule_ReplyWithError(ctx, Error_Message(&err));

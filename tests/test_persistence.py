@@ -354,12 +354,6 @@ def test_blob_of_an_exact_multiple_of_the_chunk_size(servers, all_backend_paths)
     c2.close()
 
 
-EMPTY_SCRIPT = """
-def empty(tensors: List[Tensor], keys: List[str], args: List[str]):
-    return tensors[0][0:0]
-"""
-
-
 @pytest.mark.parametrize("rewrite", [False, True])
 def test_outputs_no_client_could_send_survive_the_aof(servers, rewrite):
     """A float16 output and one with a dim of 0 are written to the AOF in the internal
@@ -369,7 +363,7 @@ def test_outputs_no_client_could_send_survive_the_aof(servers, rewrite):
     wait_rewrite_done(c)
     assert_ok(c.execute("AI.MODELSTORE", "h", "TORCH", "CPU", "BLOB", tm.half_out().blob))
     assert_ok(c.execute("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 1, "empty", "SOURCE",
-                        EMPTY_SCRIPT))
+                        tm.EMPTY_SCRIPT))
     assert_ok(c.execute("AI.TENSORSET", "x", "FLOAT", 3, "VALUES", 1, 2, 3))
     assert_ok(c.execute("AI.MODELEXECUTE", "h", "INPUTS", 1, "x", "OUTPUTS", 1, "o"))
     assert_ok(c.execute("AI.SCRIPTEXECUTE", "s", "empty", "INPUTS", 1, "x", "OUTPUTS", 1, "e"))

@@ -235,12 +235,6 @@ def test_replica_refuses_writes_and_serves_reads(servers):
     assert replica.alive(), replica.log()
 
 
-EMPTY_SCRIPT = """
-def empty(tensors: List[Tensor], keys: List[str], args: List[str]):
-    return tensors[0][0:0]
-"""
-
-
 def test_outputs_no_client_could_send_reach_the_replica(servers):
     """A float16 output (no dtype token) and an output with a dim of 0 (refused from
     clients) are replicated in the internal form AI.TENSORSET accepts from the master."""
@@ -252,7 +246,7 @@ def test_outputs_no_client_could_send_reach_the_replica(servers):
     assert_ok(mc.execute("AI.TENSORSET", "x", "FLOAT", 3, "VALUES", 1, 2, 3))
     assert_ok(mc.execute("AI.MODELEXECUTE", "h", "INPUTS", 1, "x", "OUTPUTS", 1, "o"))
     assert_ok(mc.execute("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 1, "empty", "SOURCE",
-                         EMPTY_SCRIPT))
+                         tm.EMPTY_SCRIPT))
     assert_ok(mc.execute("AI.SCRIPTEXECUTE", "s", "empty", "INPUTS", 1, "x", "OUTPUTS", 1, "e"))
     sync(mc)
     want = mc.execute("AI.TENSORGET", "o", "BLOB")

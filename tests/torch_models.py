@@ -231,6 +231,12 @@ def legacy_int_param(a: Tensor, n: int):
     return a
 '''
 
+# One entry point, `empty`: an output with a dim of 0, which no client could TENSORSET.
+EMPTY_SCRIPT = """
+def empty(tensors: List[Tensor], keys: List[str], args: List[str]):
+    return tensors[0][0:0]
+"""
+
 ENTRY_POINTS = ("bar", "bar_variadic", "counts", "add_args", "tuple_out", "list_out", "ret_int",
                 "calls_helper")
 

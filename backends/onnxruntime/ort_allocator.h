@@ -5,8 +5,8 @@
  * It is registered once in the environment; sessions opt in with
  * `session.use_env_allocators`, so the tensors of every run come from it.
  * Initializers do not (ORT keeps them with its own allocator): a session
- * is charged its blob size instead, see ort_allocator_charge. ORT's arena is bypassed: each tensor
- * is one allocation, which makes the limit exact.
+ * is charged its blob size instead, see ort_allocator_charge. ORT's arena
+ * is bypassed: each tensor is one allocation, which makes the limit exact.
  */
 #ifndef REDISAI_ORT_ALLOCATOR_H
 #define REDISAI_ORT_ALLOCATOR_H
