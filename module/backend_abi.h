@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define RAI_ABI_MAJOR 1
-#define RAI_ABI_MINOR 2
+#define RAI_ABI_MINOR 3
 
 #define RAI_BACKEND_ENTRY_SYMBOL "RAI_BackendEntry"
 
@@ -291,6 +291,53 @@ typedef const RAI_BackendDescriptor *(*RAI_BackendEntryFn)(const RAI_HostApi *ho
     (offsetof(RAI_BackendDescriptor, script_run) + sizeof(void *))
 #define RAI_DESCRIPTOR_SIZE_1_2 \
     (offsetof(RAI_BackendDescriptor, info) + sizeof(void *))
+
+/* --- 1.3: the ABI note, readable without running the backend ---
+ *
+ * Every backend carries one ELF note (section .note.redisai, note name
+ * "RedisAI", type RAI_BACKEND_NOTE_TYPE) whose descriptor is
+ * {abi_major, abi_minor, kind}. The core reads it from the file BEFORE
+ * dlopen: a file of another major or another kind is refused without any of
+ * its code (constructors included) running. Each backend writes, once, at
+ * file scope:
+ *
+ *     RAI_BACKEND_ABI_NOTE(RAI_BACKEND_TF);
+ *
+ * The note is a const object in an allocated SHT_NOTE section (GCC gives
+ * sections named .note* that type), marked used and retained so that
+ * neither the compiler nor ld --gc-sections drops it; a version script
+ * only hides symbols and leaves sections alone. A backend without the note
+ * is refused: it was built before 1.3, or it is not a backend. */
+#define RAI_BACKEND_NOTE_NAME "RedisAI"
+#define RAI_BACKEND_NOTE_TYPE 0x52414901u /* "RAI" 01 */
+
+typedef struct RAI_BackendAbiNote {
+    uint32_t namesz; /* sizeof(RAI_BACKEND_NOTE_NAME), NUL included */
+    uint32_t descsz; /* 3 * 4 */
+    uint32_t type;
+    char name[8]; /* "RedisAI\0", already a multiple of 4 */
+    uint32_t abi_major;
+    uint32_t abi_minor;
+    uint32_t kind; /* RAI_BackendKind */
+} RAI_BackendAbiNote;
+
+#if defined(__has_attribute)
+#if __has_attribute(retain)
+#define RAI_NOTE_RETAIN_ __attribute__((retain))
+#endif
+#endif
+#ifndef RAI_NOTE_RETAIN_
+#define RAI_NOTE_RETAIN_
+#endif
+
+/* Any ABI version: fixtures use it to pose as other versions. */
+#define RAI_BACKEND_ABI_NOTE_VERSION(kind_, major_, minor_)                                  \
+    __attribute__((used, section(".note.redisai"), aligned(4))) RAI_NOTE_RETAIN_ static const \
+        RAI_BackendAbiNote rai_backend_abi_note = {                                           \
+            sizeof(RAI_BACKEND_NOTE_NAME), 12, RAI_BACKEND_NOTE_TYPE, RAI_BACKEND_NOTE_NAME,  \
+            (major_), (minor_), (uint32_t)(kind_)}
+
+#define RAI_BACKEND_ABI_NOTE(kind_) RAI_BACKEND_ABI_NOTE_VERSION(kind_, RAI_ABI_MAJOR, RAI_ABI_MINOR)
 
 #ifdef __cplusplus
 }

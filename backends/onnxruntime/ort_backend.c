@@ -61,6 +61,9 @@ static void ort_info(void *ctx, void (*add)(void *ctx, const char *field, const 
 
 /* ---------------------------------------------------------------------- */
 
+/* The ABI and kind, read by the core from the file before dlopen. */
+RAI_BACKEND_ABI_NOTE(RAI_BACKEND_ONNX);
+
 static RAI_BackendDescriptor descriptor = {
     .abi_major = RAI_ABI_MAJOR,
     .abi_minor = RAI_ABI_MINOR,

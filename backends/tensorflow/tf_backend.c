@@ -336,6 +336,9 @@ done:
 
 /* ---------------------------------------------------------------------- */
 
+/* The ABI and kind, read by the core from the file before dlopen. */
+RAI_BACKEND_ABI_NOTE(RAI_BACKEND_TF);
+
 static RAI_BackendDescriptor descriptor = {
     .abi_major = RAI_ABI_MAJOR,
     .abi_minor = RAI_ABI_MINOR,

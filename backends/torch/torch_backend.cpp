@@ -577,6 +577,9 @@ constexpr char kVersionFromBuild[] = REDISAI_FRAMEWORK_VERSION;
 constexpr char kVersionFromHeaders[] = C10_STRINGIZE(TORCH_VERSION_MAJOR) "." C10_STRINGIZE(
     TORCH_VERSION_MINOR) "." C10_STRINGIZE(TORCH_VERSION_PATCH);
 
+/* The ABI and kind, read by the core from the file before dlopen. */
+RAI_BACKEND_ABI_NOTE(RAI_BACKEND_TORCH);
+
 RAI_BackendDescriptor descriptor = {
     .abi_major = RAI_ABI_MAJOR,
     .abi_minor = RAI_ABI_MINOR,
