@@ -2,19 +2,28 @@
  * backend_loader.c - dlopen()s backends and checks them before use.
  *
  * Order of checks, each with its own message naming the file: the type is
- * not loaded yet; dlopen succeeds (RTLD_NOW so that a missing library or
- * symbol fails here, RTLD_LOCAL so that frameworks never bind to each
- * other's symbols); the entry symbol exists; the entry accepts our host
- * table; the descriptor's ABI major and size; its kind is the one asked for.
+ * not loaded yet; the real path (symlinks resolved) exists and, with
+ * BACKENDS_CONFINED, lies inside BACKENDSPATH; the file itself, read as
+ * data (backend_file.c: ELF for this machine, not truncated, exports the
+ * entry, ABI note of our major and the kind asked for); its folder's
+ * manifest, when there is one (backend_manifest.c). Only then dlopen
+ * (RTLD_NOW so that a missing library or symbol fails here, RTLD_LOCAL so
+ * that frameworks never bind to each other's symbols); the entry symbol
+ * exists; the entry accepts our host table; the descriptor's ABI major,
+ * size and kind agree.
  */
 #include "backend_loader.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
+#include "backend_file.h"
+#include "backend_manifest.h"
 #include "config.h"
 #include "host_api.h"
 
@@ -97,6 +106,24 @@ static int checkDescriptor(const RAI_BackendDescriptor *d, RAI_BackendKind kind,
     return 1;
 }
 
+/* BACKENDS_CONFINED: real must lie inside realpath(BACKENDSPATH). */
+static int checkConfined(const char *real, const char *shown, RAI_Error *err) {
+    char root[PATH_MAX];
+    if (realpath(rai_config.backends_path, root) == NULL) {
+        Error_SetFmt(err, "%s: BACKENDS_CONFINED is yes but BACKENDSPATH %s cannot be resolved: %s",
+                     shown, rai_config.backends_path, strerror(errno));
+        return 0;
+    }
+    size_t n = strlen(root);
+    int inside = !strcmp(root, "/") || (!strncmp(real, root, n) && real[n] == '/');
+    if (!inside) {
+        Error_SetFmt(err, "%s: its real path %s lies outside BACKENDSPATH %s (real path %s) "
+                     "and BACKENDS_CONFINED is yes", shown, real, rai_config.backends_path, root);
+        return 0;
+    }
+    return 1;
+}
+
 int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RAI_Error *err) {
     if (loaded[kind].desc) {
         Error_SetFmt(err, "%s backend already loaded from %s", Backend_KindName(kind),
@@ -105,22 +132,37 @@ int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RA
     }
     char *full = Config_ResolvePath(path);
     double start = nowSeconds();
-    quietFrameworks();
+    void *handle = NULL;
+    int entry_ran = 0;
 
-    void *handle = dlopen(full, RTLD_NOW | RTLD_LOCAL);
+    /* Everything up to dlopen reads the file as data: nothing of it runs
+     * until it has passed every check. The real path is what is checked
+     * and then opened, so a symlink cannot lead the two apart. */
+    char real[PATH_MAX];
+    if (realpath(full, real) == NULL) {
+        Error_SetFmt(err, "%s: cannot open: %s", full, strerror(errno));
+        goto fail;
+    }
+    if (rai_config.backends_confined && !checkConfined(real, full, err)) goto fail;
+    BackendFileNote note;
+    if (!BackendFile_Inspect(real, full, kind, &note, err)) goto fail;
+    int manifest = 0;
+    if (!BackendManifest_Verify(real, full, &manifest, err)) goto fail;
+
+    quietFrameworks();
+    handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
     if (handle == NULL) {
         const char *why = dlerror();
         if (why == NULL) why = "unknown error";
         /* dlerror names the file itself unless a library it NEEDs is the
          * one missing; then name ours too. */
-        const char *note = kind == RAI_BACKEND_TFLITE ? RAI_TFLITE_UNAVAILABLE : "";
+        const char *note_text = kind == RAI_BACKEND_TFLITE ? RAI_TFLITE_UNAVAILABLE : "";
         if (strstr(why, full)) {
-            Error_SetFmt(err, "dlopen failed: %s%s", why, note);
+            Error_SetFmt(err, "dlopen failed: %s%s", why, note_text);
         } else {
-            Error_SetFmt(err, "%s: dlopen failed: %s%s", full, why, note);
+            Error_SetFmt(err, "%s: dlopen failed: %s%s", full, why, note_text);
         }
-        RedisModule_Free(full);
-        return REDISMODULE_ERR;
+        goto fail;
     }
     RAI_BackendEntryFn entry = (RAI_BackendEntryFn)dlsym(handle, RAI_BACKEND_ENTRY_SYMBOL);
     if (entry == NULL) {
@@ -129,11 +171,13 @@ int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RA
         goto fail;
     }
     char why[512] = "";
+    entry_ran = 1;
     const RAI_BackendDescriptor *d = entry(HostApi_Get(), why, sizeof(why));
     if (d == NULL) {
         Error_SetFmt(err, "%s: backend refused the host: %s", full, why[0] ? why : "no reason given");
         goto fail;
     }
+    /* A second line behind the note: what the code says must agree. */
     if (!checkDescriptor(d, kind, full, err)) goto fail;
 
     loaded[kind] = (RAI_LoadedBackend){
@@ -141,15 +185,19 @@ int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RA
         .path = full,
         .load_seconds = nowSeconds() - start,
     };
-    RedisModule_Log(ctx, "notice", "Loaded %s backend from %s: %s %s (%s), %.3f s",
+    RedisModule_Log(ctx, "notice", "Loaded %s backend from %s: %s %s (%s), ABI %u.%u, %s, %.3f s",
                     Backend_KindName(kind), full, d->framework, d->framework_version, d->variant,
-                    loaded[kind].load_seconds);
+                    note.abi_major, note.abi_minor,
+                    manifest ? "manifest verified" : "no manifest", loaded[kind].load_seconds);
     return REDISMODULE_OK;
 
 fail:
-    /* dlclose unloads none of the real frameworks, but it does unload a
-     * small foreign .so loaded by mistake. */
-    dlclose(handle);
+    /* Once the entry has run, the backend may have started threads or
+     * registered state that outlives a dlclose (a framework's thread pool
+     * running unmapped code is how a refused backend used to crash a
+     * later load): its handle stays open, a leak of one refused load. A
+     * handle whose entry never ran holds nothing of ours and is closed. */
+    if (handle && !entry_ran) dlclose(handle);
     RedisModule_Free(full);
     return REDISMODULE_ERR;
 }

@@ -1,0 +1,37 @@
+/*
+ * backend_manifest.h - checks a backend against the manifest build_tools
+ * writes in its folder (RAI_MANIFEST_NAME beside the .so).
+ *
+ * Format, one record a line, fields separated by single spaces, the path
+ * last (relative to the folder, no "..", never absolute):
+ *
+ *     # comment
+ *     format 1
+ *     framework onnxruntime
+ *     version 1.20.1
+ *     variant cpu
+ *     kind ONNX
+ *     abi 1.3
+ *     file <sha256 hex> <size in bytes> <path>
+ *     link <target> <path>
+ *
+ * Unknown keywords are ignored (later formats may add some); a malformed
+ * `file` line refuses the load. The backend .so is hashed (SHA-256) and
+ * sized; every other listed file only has its size checked (stat): the
+ * framework libraries are hundreds of MB and hashing them on every load
+ * would cost seconds. `python -m build_tools check` hashes everything.
+ */
+#ifndef REDISAI_BACKEND_MANIFEST_H
+#define REDISAI_BACKEND_MANIFEST_H
+
+#include "error.h"
+
+#define RAI_MANIFEST_NAME "redisai_backend.manifest"
+
+/* real_so: the backend's real path (symlinks resolved): the manifest is
+ * looked for in its folder. shown: the path as the user gave it. Returns 1
+ * when the folder has no manifest or everything matches; else 0 with the
+ * file and the reason in err. *checked says whether a manifest was read. */
+int BackendManifest_Verify(const char *real_so, const char *shown, int *checked, RAI_Error *err);
+
+#endif
