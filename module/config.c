@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -32,6 +33,7 @@ void Config_Init(const char *module_path) {
         .model_chunk_size = RAI_DEFAULT_MODEL_CHUNK_SIZE,
         .model_execution_timeout = 5000,
         .backend_memory_limit = 0,
+        .backends_confined = 0,
     };
 }
 
@@ -112,17 +114,27 @@ int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
                         "ERR module arguments must be key value pairs, got %d arguments", argc);
         return REDISMODULE_ERR;
     }
-    /* BACKENDSPATH first, so relative backend paths resolve against it
-     * whatever the order of the arguments. */
+    /* BACKENDSPATH and BACKENDS_CONFINED first, so relative backend paths
+     * resolve against the one and are confined by the other whatever the
+     * order of the arguments. */
     for (int i = 0; i < argc; i += 2) {
         const char *key = RedisModule_StringPtrLen(argv[i], NULL);
+        const char *val = RedisModule_StringPtrLen(argv[i + 1], NULL);
         if (!strcasecmp(key, "BACKENDSPATH")) {
-            setBackendsPath(RedisModule_StringPtrLen(argv[i + 1], NULL));
+            setBackendsPath(val);
+        } else if (!strcasecmp(key, "BACKENDS_CONFINED")) {
+            if (strcasecmp(val, "yes") && strcasecmp(val, "no")) {
+                RedisModule_Log(ctx, "warning",
+                                "ERR error processing argument: %s %s (expected yes or no)", key,
+                                val);
+                return REDISMODULE_ERR;
+            }
+            rai_config.backends_confined = !strcasecmp(val, "yes");
         }
     }
     for (int i = 0; i < argc; i += 2) {
         const char *key = RedisModule_StringPtrLen(argv[i], NULL);
-        if (!strcasecmp(key, "BACKENDSPATH")) continue;
+        if (!strcasecmp(key, "BACKENDSPATH") || !strcasecmp(key, "BACKENDS_CONFINED")) continue;
         if (!applyLoadArg(ctx, argv[i], argv[i + 1])) {
             RedisModule_Log(ctx, "warning", "ERR error processing argument: %s %s", key,
                             RedisModule_StringPtrLen(argv[i + 1], NULL));
@@ -133,6 +145,56 @@ int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
 }
 
 /* ------------------------------- AI.CONFIG -------------------------------- */
+
+/* LOADBACKEND and BACKENDSPATH decide which code runs inside the server:
+ * they are allowed to whoever may run MODULE LOAD, asked of Redis's own ACL
+ * with the caller's user. Returns 1 when allowed; else replies NOPERM (and
+ * logs to ACL LOG when there is a user to name) and returns 0.
+ *
+ * Commands from the master link or AOF have no user and are allowed. A
+ * call with no connected client behind it (a Lua script, another module's
+ * RedisModule_Call, a TorchScript's redis.execute) is refused: Redis gives
+ * a module no safe way to learn the user there (RM_GetCurrentUserName
+ * dereferences a NULL user on module-call clients). */
+static int mayLoadCode(RedisModuleCtx *ctx, const char *sub, RedisModuleString *path) {
+    int flags = RedisModule_GetContextFlags(ctx);
+    if (flags & (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING)) return 1;
+    char denied[128];
+    snprintf(denied, sizeof(denied),
+             "NOPERM this user has no permissions to run the 'ai.config|%s' command", sub);
+    RedisModuleString *name = RedisModule_GetClientUserNameById(ctx, RedisModule_GetClientId(ctx));
+    if (name == NULL) {
+        if (errno == ENOTSUP && !(flags & REDISMODULE_CTX_FLAGS_LUA)) return 1; /* master */
+        RedisModule_Log(ctx, "warning",
+                        "AI.CONFIG %s refused: called from a script or a module call, where the "
+                        "caller's ACL user cannot be checked", sub);
+        RedisModule_ReplyWithError(ctx, denied);
+        return 0;
+    }
+    RedisModuleUser *user = RedisModule_GetModuleUserFromUserName(name);
+    int ok = 0;
+    if (user) {
+        RedisModuleString *args[3] = {
+            RedisModule_CreateString(ctx, "MODULE", 6),
+            RedisModule_CreateString(ctx, "LOAD", 4),
+            path ? path : RedisModule_CreateString(ctx, "", 0),
+        };
+        ok = RedisModule_ACLCheckCommandPermissions(user, args, 3) == REDISMODULE_OK;
+        if (!ok) {
+            char object[64];
+            snprintf(object, sizeof(object), "ai.config|%s", sub);
+            RedisModuleString *obj = RedisModule_CreateString(ctx, object, strlen(object));
+            RedisModule_ACLAddLogEntry(ctx, user, obj, REDISMODULE_ACL_LOG_CMD);
+            RedisModule_FreeString(ctx, obj);
+        }
+        for (int i = 0; i < 2; i++) RedisModule_FreeString(ctx, args[i]);
+        if (!path) RedisModule_FreeString(ctx, args[2]);
+        RedisModule_FreeModuleUser(user);
+    }
+    RedisModule_FreeString(ctx, name);
+    if (!ok) RedisModule_ReplyWithError(ctx, denied);
+    return ok;
+}
 
 static int configGet(RedisModuleCtx *ctx, RedisModuleString *name) {
     const char *n = RedisModule_StringPtrLen(name, NULL);
@@ -153,6 +215,7 @@ int Config_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 
     if (!strcasecmp(sub, "LOADBACKEND")) {
         if (argc < 4) return RedisModule_WrongArity(ctx);
+        if (!mayLoadCode(ctx, "loadbackend", argv[3])) return REDISMODULE_OK;
         RAI_BackendKind kind;
         if (!Backend_ParseKind(RedisModule_StringPtrLen(argv[2], NULL), &kind)) {
             return RedisModule_ReplyWithError(ctx, "ERR unsupported backend");
@@ -175,6 +238,7 @@ int Config_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     }
     if (!strcasecmp(sub, "BACKENDSPATH")) {
         if (argc < 3) return RedisModule_ReplyWithError(ctx, "ERR BACKENDSPATH: missing path argument");
+        if (!mayLoadCode(ctx, "backendspath", argv[2])) return REDISMODULE_OK;
         setBackendsPath(RedisModule_StringPtrLen(argv[2], NULL));
         return RedisModule_ReplyWithSimpleString(ctx, "OK");
     }

@@ -17,6 +17,9 @@ typedef struct RAI_Config {
     long long model_chunk_size;
     long long model_execution_timeout;
     long long backend_memory_limit;
+    /* BACKENDS_CONFINED yes: every backend's real path must lie inside
+     * BACKENDSPATH's real path. */
+    int backends_confined;
 } RAI_Config;
 
 extern RAI_Config rai_config;
