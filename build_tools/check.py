@@ -7,7 +7,9 @@ symlinks and are checked as links only):
   in lib/ recursively through their own RUNPATH/RPATH, $ORIGIN honoured), or
   to the system C/C++ runtime found in the standard system folders; nothing
   may resolve outside the backend's folder (such as site-packages);
-- the only exported dynamic symbol is RAI_BackendEntry.
+- the only exported dynamic symbol is RAI_BackendEntry;
+- its folder's redisai_backend.manifest (manifest.py) matches: every listed file
+  present with its size and SHA-256, no file beside it unlisted.
 redisai.so: no RPATH/RUNPATH, NEEDED only the system runtime, the only
 export RedisModule_OnLoad.
 
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from . import manifest
 from .errors import BuildError
 
 CORE_EXPORT = "RedisModule_OnLoad"
@@ -218,6 +221,12 @@ class _Checker:
             self._resolve_needed(lrow, lib.resolve(), linfo, folder, seen, libs)
             self.rows.append(lrow)
 
+    def check_manifest(self, folder: Path) -> None:
+        path = folder / manifest.MANIFEST_NAME
+        row = Row(self.rel(path), "-", needed_ok=True, exports_ok=None)
+        row.problems += manifest.verify(folder)
+        self.rows.append(row)
+
     def check_links(self, backends: Path) -> None:
         for link in sorted(p for p in backends.iterdir() if p.is_symlink()):
             row = Row(self.rel(link), "-", exports_ok=None)
@@ -270,6 +279,8 @@ def check_tree(install: Path) -> bool:
     backends = list(backend_libraries(install))
     for lib in backends:
         checker.check_backend(lib)
+    for folder in sorted({lib.parent for lib in backends}):
+        checker.check_manifest(folder)
     if (install / "backends").is_dir():
         checker.check_links(install / "backends")
     print(f"[check] {install}")

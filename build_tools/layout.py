@@ -3,6 +3,7 @@
     redisai.so
     backends/redisai_<name>-<framework version>-<variant>/redisai_<name>.so
     backends/redisai_<name>-<framework version>-<variant>/lib/<framework libraries>
+    backends/redisai_<name>-<framework version>-<variant>/redisai_backend.manifest
     backends/redisai_<name> -> redisai_<name>-<framework version>-<variant>   (relative)
 
 Framework libraries are COPIED (patchelf edits in place: patching a hard link
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from . import manifest
 from ._proc import run_quiet
 from .errors import BuildError
 from .frameworks import Framework
@@ -48,6 +50,11 @@ class BuiltBackend:
     @property
     def folder(self) -> str:
         return backend_folder_name(self.name, self.framework.version, self.variant)
+
+    @property
+    def folder_path(self) -> Path:
+        """The folder relative to the install tree."""
+        return Path("backends") / self.folder
 
 
 def backend_folder_name(name: str, version: str, variant: str) -> str:
@@ -199,12 +206,16 @@ def lay_out(install: Path, core: Path, backends: Sequence[BuiltBackend],
         if (prev is not None and all(prev.get(k) == v for k, v in record.items())
                 and prev.get("stat") == _stat_pair(dst) and prev.get("stat") is not None):
             kept += 1
+            # Records written before backend manifests existed have no hash yet.
+            sha = prev.get("sha256")
+            record["sha256"] = sha if isinstance(sha, str) else manifest.sha256_file(dst)
         else:
             size_mb = src_stat[0] / 1e6
             extra = f", patchelf --set-rpath '{item.set_rpath}'" if item.set_rpath else ""
             _say(f"install {rel} ({size_mb:.1f} MB{extra})")
             _install_file(dst, item, patchelf)
             copied += 1
+            record["sha256"] = manifest.sha256_file(dst)
         record["stat"] = _stat_pair(dst)
         new[rel] = record
 
@@ -212,8 +223,19 @@ def lay_out(install: Path, core: Path, backends: Sequence[BuiltBackend],
         if _install_link(install / rel, target):
             _say(f"link {rel} -> {target}")
 
-    for rel in _remove_stale(install, set(files) | set(links)):
+    manifests = {f"backends/{b.folder}/{manifest.MANIFEST_NAME}" for b in backends}
+    for rel in _remove_stale(install, set(files) | set(links) | manifests):
         _say(f"removed stale {rel}")
+
+    abi = manifest.abi_version()
+    for b in backends:
+        base = f"backends/{b.folder}/"
+        hashes = {rel[len(base):]: (str(rec["sha256"]), int(rec["stat"][0]))  # type: ignore[index]
+                  for rel, rec in new.items() if rel.startswith(base)}
+        header = {"framework": b.name, "version": b.framework.version, "variant": b.variant,
+                  "kind": b.framework.spec.serve_keyword, "abi": abi}
+        if manifest.write(install / b.folder_path, header, hashes):
+            _say(f"manifest {base}{manifest.MANIFEST_NAME}")
 
     manifest_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = manifest_path.with_name(manifest_path.name + ".tmp")
