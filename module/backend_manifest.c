@@ -25,16 +25,18 @@ typedef struct Entry {
 
 /* Whole file into a NUL-terminated buffer. NULL with errno ENOENT when
  * there is none; NULL with err set on other failures. */
-static char *readManifest(const char *path, RAI_Error *err) {
+static char *readManifest(const char *path, const char *shown, RAI_Error *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
-        if (errno != ENOENT) Error_SetFmt(err, "%s: cannot open: %s", path, strerror(errno));
+        if (errno != ENOENT) {
+            Error_SetFmt(err, "%s: manifest %s: cannot open: %s", shown, path, strerror(errno));
+        }
         return NULL;
     }
     struct stat st;
     char *buf = NULL;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > MAX_MANIFEST_BYTES) {
-        Error_SetFmt(err, "%s: not a manifest (not a regular file under %u bytes)", path,
+        Error_SetFmt(err, "%s: manifest %s is not a regular file under %u bytes", shown, path,
                      MAX_MANIFEST_BYTES);
         goto done;
     }
@@ -48,7 +50,8 @@ static char *readManifest(const char *path, RAI_Error *err) {
     }
     buf[got] = '\0';
     if (got != (size_t)st.st_size || strlen(buf) != got) {
-        Error_SetFmt(err, "%s: cannot read it whole, or it holds a NUL byte", path);
+        Error_SetFmt(err, "%s: manifest %s: cannot read it whole, or it holds a NUL byte", shown,
+                     path);
         RedisModule_Free(buf);
         buf = NULL;
     }
@@ -148,7 +151,7 @@ int BackendManifest_Verify(const char *real_so, const char *shown, int *checked,
     const char *base = slash + 1;
     char path[4096 + 256];
     snprintf(path, sizeof(path), "%.*s/%s", (int)dirlen, real_so, RAI_MANIFEST_NAME);
-    char *text = readManifest(path, err);
+    char *text = readManifest(path, shown, err);
     if (text == NULL) return !Error_IsSet(err);
     *checked = 1;
 
@@ -161,7 +164,7 @@ int BackendManifest_Verify(const char *real_so, const char *shown, int *checked,
         if (!strncmp(line, "file ", 5)) {
             Entry e;
             if (!parseFile(line + 5, &e)) {
-                Error_SetFmt(err, "%s: malformed file line %d", path, lineno);
+                Error_SetFmt(err, "%s: manifest %s: malformed file line %d", shown, path, lineno);
                 goto done;
             }
             if (!strcmp(e.path, base)) {
@@ -172,13 +175,14 @@ int BackendManifest_Verify(const char *real_so, const char *shown, int *checked,
             snprintf(listed, sizeof(listed), "%.*s/%s", (int)dirlen, real_so, e.path);
             struct stat st;
             if (stat(listed, &st) != 0) {
-                Error_SetFmt(err, "%s: listed in %s but missing: %s", listed, path,
+                Error_SetFmt(err, "%s: %s: listed in %s but missing: %s", shown, listed, path,
                              strerror(errno));
                 goto done;
             }
             if (!S_ISREG(st.st_mode) || (unsigned long long)st.st_size != e.size) {
-                Error_SetFmt(err, "%s: size %lld bytes, its manifest %s says %llu", listed,
-                             S_ISREG(st.st_mode) ? (long long)st.st_size : -1LL, path, e.size);
+                Error_SetFmt(err, "%s: %s: size %lld bytes, its manifest %s says %llu", shown,
+                             listed, S_ISREG(st.st_mode) ? (long long)st.st_size : -1LL, path,
+                             e.size);
                 goto done;
             }
         }
