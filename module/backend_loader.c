@@ -124,7 +124,8 @@ static int checkConfined(const char *real, const char *shown, RAI_Error *err) {
     return 1;
 }
 
-int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RAI_Error *err) {
+static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path,
+                       RAI_Error *err) {
     if (loaded[kind].desc) {
         Error_SetFmt(err, "%s backend already loaded from %s", Backend_KindName(kind),
                      loaded[kind].path);
@@ -156,11 +157,10 @@ int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RA
         if (why == NULL) why = "unknown error";
         /* dlerror names the file itself unless a library it NEEDs is the
          * one missing; then name ours too. */
-        const char *note_text = kind == RAI_BACKEND_TFLITE ? RAI_TFLITE_UNAVAILABLE : "";
         if (strstr(why, full)) {
-            Error_SetFmt(err, "dlopen failed: %s%s", why, note_text);
+            Error_SetFmt(err, "dlopen failed: %s", why);
         } else {
-            Error_SetFmt(err, "%s: dlopen failed: %s%s", full, why, note_text);
+            Error_SetFmt(err, "%s: dlopen failed: %s", full, why);
         }
         goto fail;
     }
@@ -200,6 +200,19 @@ fail:
     if (handle && !entry_ran) dlclose(handle);
     RedisModule_Free(full);
     return REDISMODULE_ERR;
+}
+
+int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RAI_Error *err) {
+    if (kind != RAI_BACKEND_TFLITE) return loadBackend(ctx, kind, path, err);
+    /* Whatever went wrong, say why a TFLITE load cannot work in this build. */
+    RAI_Error inner;
+    Error_Init(&inner);
+    int rc = loadBackend(ctx, kind, path, &inner);
+    if (rc != REDISMODULE_OK) {
+        Error_SetFmt(err, "%s%s", Error_Message(&inner), RAI_TFLITE_UNAVAILABLE);
+    }
+    Error_Clear(&inner);
+    return rc;
 }
 
 const RAI_BackendDescriptor *Backend_Require(RedisModuleCtx *ctx, RAI_BackendKind kind,
