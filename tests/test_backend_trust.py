@@ -22,12 +22,18 @@ import shutil
 from dataclasses import dataclass
 from typing import Iterator
 
+import sys
+
 import numpy as np
 import pytest
 
 from conftest import ROOT, RedisServer, _cc, start_expecting_failure
 from helpers import LOAD_ERR, LogMark, assert_error, assert_error_startswith, assert_ok
 from resp import RawClient, RespError
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from build_tools import manifest  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "backends"
 MANIFEST = "redisai_backend.manifest"
@@ -387,7 +393,6 @@ def test_sha256_agrees_with_hashlib(srv, c, fixture_backends, tmp_path):
     padding case (size mod 64 = 0, 1, 55, 56, 57, 63) and several 64 KiB read chunks:
     a correct manifest lets the file through to its descriptor check (small_table is
     refused there, after the manifest), a one-byte change is refused by the manifest."""
-    from build_tools import manifest
     base = fixture_backends.small_table.read_bytes()
     targets = [len(base) + k for k in range(0, 64)]
     wanted = {0, 1, 55, 56, 57, 63}

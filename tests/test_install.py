@@ -29,7 +29,7 @@ from resp import RawClient, RespError
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-from build_tools import pins  # noqa: E402
+from build_tools import manifest, pins  # noqa: E402
 
 # What each backend's lib/ must hold (NEEDED names of the backend and its libs).
 FRAMEWORK_LIBS: dict[str, set[str]] = {
@@ -243,6 +243,67 @@ def test_check_fails_on_an_absolute_default_symlink(cheap_clone: Path) -> None:
     proc = _run_check(cheap_clone)
     assert proc.returncode != 0, proc.stdout
     assert "absolute" in proc.stdout, proc.stdout
+
+
+# --- backend manifests (redisai_backend.manifest) -----------------------------------
+
+def test_every_backend_folder_has_a_complete_manifest(install_dir: Path) -> None:
+    """Header fields, and one line per file (hashed with hashlib here) or link."""
+    abi = manifest.abi_version()
+    kinds = {"tensorflow": "TF", "torch": "TORCH", "onnxruntime": "ONNX"}
+    for folder in _versioned_folders(install_dir):
+        m = FOLDER_RE.match(folder.name)
+        assert m
+        parsed = manifest.parse((folder / manifest.MANIFEST_NAME).read_text())
+        assert parsed.header == {"format": "1", "framework": m["name"], "version": m["version"],
+                                 "variant": m["variant"], "kind": kinds[m["name"]],
+                                 "abi": abi}, parsed.header
+        files = {e.path: (e.sha256, e.size) for e in parsed.files}
+        on_disk = {str(p.relative_to(folder)) for p in folder.rglob("*")
+                   if p.is_file() and not p.is_symlink() and p.name != manifest.MANIFEST_NAME}
+        assert set(files) == on_disk, (folder.name, sorted(files), sorted(on_disk))
+        so = f"redisai_{m['name']}.so"
+        assert files[so] == (manifest.sha256_file(folder / so), (folder / so).stat().st_size)
+        links = {str(p.relative_to(folder)): os.readlink(p) for p in folder.rglob("*")
+                 if p.is_symlink()}
+        assert parsed.links == links
+
+
+def test_check_names_every_manifest_mismatch(cheap_clone: Path) -> None:
+    """A byte changed (same size), a file grown, a file removed, a file added: each
+    reported by name; the other backends' manifests still pass."""
+    tf = _tf_backend_so(cheap_clone)
+    _own_copy(tf)
+    data = bytearray(tf.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    tf.write_bytes(bytes(data))
+    onnx = (cheap_clone / "backends" / "redisai_onnxruntime").resolve()
+    lib = next(p for p in (onnx / "lib").iterdir() if not p.is_symlink())
+    _own_copy(lib)
+    size = lib.stat().st_size
+    with open(lib, "ab") as f:
+        f.write(b"\0")
+    torch = (cheap_clone / "backends" / "redisai_torch").resolve()
+    (torch / "lib" / "libgomp.so.1").unlink()
+    (torch / "stray.txt").write_text("not from the build")
+    proc = _run_check(cheap_clone)
+    assert proc.returncode != 0, proc.stdout
+    out = proc.stdout
+    assert re.search(r"redisai_tensorflow\.so: SHA-256 [0-9a-f]{64}, manifest says [0-9a-f]{64}",
+                     out), out
+    assert f"lib/{lib.name}: size {size + 1}, manifest says {size}" in out, out
+    assert "lib/libgomp.so.1: listed in the manifest but missing" in out, out
+    assert "stray.txt: present but not listed in the manifest" in out, out
+
+
+def test_manifest_parser_refuses_paths_out_of_the_folder() -> None:
+    good = "format 1\nfile " + "0" * 64 + " 3 lib/a b.so\n"
+    assert manifest.parse(good).files[0].path == "lib/a b.so"
+    for bad in ("../x", "/etc/passwd", "lib//x", "lib/../../x"):
+        with pytest.raises(ValueError, match="malformed file line"):
+            manifest.parse(f"format 1\nfile {'0' * 64} 3 {bad}\n")
+    with pytest.raises(ValueError, match="format"):
+        manifest.parse("file " + "0" * 64 + " 3 x\n")
 
 
 # --- relocation ----------------------------------------------------------------------
