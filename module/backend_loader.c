@@ -149,6 +149,7 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
     if (!BackendFile_Inspect(real, full, kind, &note, err)) goto fail;
     int manifest = 0;
     if (!BackendManifest_Verify(real, full, &manifest, err)) goto fail;
+    double checks_seconds = nowSeconds() - start;
 
     quietFrameworks();
     handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
@@ -185,10 +186,12 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
         .path = full,
         .load_seconds = nowSeconds() - start,
     };
-    RedisModule_Log(ctx, "notice", "Loaded %s backend from %s: %s %s (%s), ABI %u.%u, %s, %.3f s",
-                    Backend_KindName(kind), full, d->framework, d->framework_version, d->variant,
-                    note.abi_major, note.abi_minor,
-                    manifest ? "manifest verified" : "no manifest", loaded[kind].load_seconds);
+    RedisModule_Log(ctx, "notice",
+                    "Loaded %s backend from %s: %s %s (%s), ABI %u.%u, %s, file checks %.3f ms, "
+                    "%.3f s", Backend_KindName(kind), full, d->framework, d->framework_version,
+                    d->variant, note.abi_major, note.abi_minor,
+                    manifest ? "manifest verified" : "no manifest", checks_seconds * 1e3,
+                    loaded[kind].load_seconds);
     return REDISMODULE_OK;
 
 fail:
