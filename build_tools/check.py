@@ -45,12 +45,19 @@ def _system_dirs() -> tuple[Path, ...]:
 SYSTEM_DIRS: tuple[Path, ...] = _system_dirs()
 
 
+# The ABI note of module/backend_abi.h (RAI_BACKEND_ABI_NOTE): name, type, kind numbers.
+ABI_NOTE_NAME = "RedisAI"
+ABI_NOTE_TYPE = 0x52414901
+KIND_NUMBERS = {"tensorflow": 0, "torch": 2, "onnxruntime": 3}
+
+
 @dataclass
 class ElfInfo:
     needed: list[str] = field(default_factory=list)
     runpath: list[str] | None = None   # None: no DT_RUNPATH
     rpath: list[str] | None = None     # None: no DT_RPATH
     exports: list[str] = field(default_factory=list)
+    abi_notes: list[tuple[int, int, int]] = field(default_factory=list)  # (major, minor, kind)
 
 
 def read_elf(path: Path, with_exports: bool) -> ElfInfo:
@@ -81,6 +88,16 @@ def read_elf(path: Path, with_exports: bool) -> ElfInfo:
                     info.runpath = tag.runpath.split(":") if tag.runpath else []
                 elif kind == "DT_RPATH":
                     info.rpath = tag.rpath.split(":") if tag.rpath else []
+            for sec in elf.iter_sections():
+                if sec["sh_type"] != "SHT_NOTE":
+                    continue
+                for note in sec.iter_notes():
+                    if note["n_name"] == ABI_NOTE_NAME and note["n_type"] == ABI_NOTE_TYPE:
+                        desc = note["n_desc"]
+                        raw = desc if isinstance(desc, bytes) else bytes.fromhex(desc)
+                        if len(raw) >= 12:
+                            info.abi_notes.append(tuple(  # type: ignore[arg-type]
+                                int.from_bytes(raw[i:i + 4], "little") for i in (0, 4, 8)))
             if with_exports:
                 dynsym = elf.get_section_by_name(".dynsym")
                 if not isinstance(dynsym, SymbolTableSection):
@@ -206,6 +223,14 @@ class _Checker:
         libs: list[Path] = []
         self._resolve_needed(row, path, info, folder, seen, libs)
         self._exports(row, info, BACKEND_EXPORT)
+        name = path.stem[len("redisai_"):]
+        want = KIND_NUMBERS.get(name)
+        if len(info.abi_notes) != 1:
+            row.problems.append(f"{len(info.abi_notes)} RedisAI ABI notes (.note.redisai), "
+                                "must be exactly 1")
+        elif want is not None and info.abi_notes[0][2] != want:
+            row.problems.append(f"ABI note says kind {info.abi_notes[0][2]}, a {name} backend "
+                                f"is {want}")
         self.rows.append(row)
         # The libraries the backend pulls from lib/, and theirs, recursively.
         while libs:

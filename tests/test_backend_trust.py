@@ -320,6 +320,21 @@ def test_fixture_refusals_never_run_the_file(srv, c, trust, fixture_backends):
     assert trust.ran() == [], "a refused file's constructor ran"
 
 
+def test_note_survives_gc_sections_and_version_script(srv, c, tmp_path):
+    """Built as the backends are linked (version script exporting only the entry) plus
+    --gc-sections: the note is still there, so the file is refused for its kind (read
+    from the note), not for a missing note."""
+    so = tmp_path / "gc.so"
+    _cc("-o", str(so), "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections",
+        f"-Wl,--version-script={ROOT / 'backends' / 'backend.map'}",
+        str(FIXTURES / "onnx_kind.c"))
+    refused(srv, c, "TF", so, "file is a ONNX backend, not TF")
+    # The same with the entry left hidden: it is not exported, so it is no backend.
+    hidden = tmp_path / "hidden.so"
+    _cc("-o", str(hidden), "-fvisibility=hidden", str(FIXTURES / "onnx_kind.c"))
+    refused(srv, c, "ONNX", hidden, "does not export the entry symbol RAI_BackendEntry")
+
+
 def test_constructor_file_at_module_load(module_path, trust):
     log = start_expecting_failure(module_path, ["TF", str(trust.ctor_no_entry)])
     assert f"{trust.ctor_no_entry}: does not export the entry symbol" in log, log

@@ -296,6 +296,18 @@ def test_check_names_every_manifest_mismatch(cheap_clone: Path) -> None:
     assert "stray.txt: present but not listed in the manifest" in out, out
 
 
+def test_check_fails_on_a_backend_without_its_abi_note(cheap_clone: Path) -> None:
+    so = _tf_backend_so(cheap_clone)
+    _own_copy(so)
+    objcopy = shutil.which("objcopy")
+    if objcopy is None:
+        pytest.skip("objcopy (binutils) is not installed")
+    subprocess.run([objcopy, "--remove-section", ".note.redisai", str(so)], check=True)
+    proc = _run_check(cheap_clone)
+    assert proc.returncode != 0, proc.stdout
+    assert "0 RedisAI ABI notes (.note.redisai), must be exactly 1" in proc.stdout, proc.stdout
+
+
 def test_manifest_parser_refuses_paths_out_of_the_folder() -> None:
     good = "format 1\nfile " + "0" * 64 + " 3 lib/a b.so\n"
     assert manifest.parse(good).files[0].path == "lib/a b.so"
