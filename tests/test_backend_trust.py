@@ -335,6 +335,25 @@ def test_note_survives_gc_sections_and_version_script(srv, c, tmp_path):
     refused(srv, c, "ONNX", hidden, "does not export the entry symbol RAI_BackendEntry")
 
 
+def test_refused_after_its_entry_ran_stays_mapped(module_path, tmp_path):
+    """Crash 5's second line: a backend refused after its entry ran (note TF, descriptor
+    ONNX) has a thread running its code; the loader must not dlclose it. The server keeps
+    answering while that thread runs, and a good load follows."""
+    so = tmp_path / "thread_kind_mismatch.so"
+    _cc("-o", str(so), "-pthread", str(FIXTURES / "thread_kind_mismatch.c"))
+    s = RedisServer(module_path)
+    try:
+        with RawClient(s.port) as c:
+            refused(s, c, "TF", so, "file is a ONNX backend (FixtureThread), not TF")
+            for _ in range(200):   # the thread ticks every 0.5 ms meanwhile
+                assert c.execute("AI.TENSORSET", "t", "FLOAT", 1, "VALUES", 1) == "OK"
+            maps = pathlib.Path(f"/proc/{s.proc.pid}/maps").read_text()
+            assert str(so) in maps, "the refused backend was unmapped"
+            assert s.alive()
+    finally:
+        s.stop()
+
+
 def test_constructor_file_at_module_load(module_path, trust):
     log = start_expecting_failure(module_path, ["TF", str(trust.ctor_no_entry)])
     assert f"{trust.ctor_no_entry}: does not export the entry symbol" in log, log
