@@ -4,6 +4,7 @@
  * every offset and size from the file is checked against the file's size
  * before use: the file is untrusted data here.
  */
+#define _GNU_SOURCE /* pread, O_CLOEXEC, realpath under a strict -std */
 #include "backend_file.h"
 
 #include <elf.h>

@@ -12,6 +12,7 @@
  * exists; the entry accepts our host table; the descriptor's ABI major,
  * size and kind agree.
  */
+#define _GNU_SOURCE /* pread, O_CLOEXEC, realpath under a strict -std */
 #include "backend_loader.h"
 
 #include <dlfcn.h>

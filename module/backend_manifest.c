@@ -1,6 +1,7 @@
 /*
  * backend_manifest.c - see backend_manifest.h.
  */
+#define _GNU_SOURCE /* pread, O_CLOEXEC, realpath under a strict -std */
 #include "backend_manifest.h"
 
 #include <errno.h>
