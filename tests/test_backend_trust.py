@@ -360,6 +360,41 @@ def test_constructor_file_at_module_load(module_path, trust):
     assert trust.ran() == []
 
 
+def test_mutated_headers_never_crash_the_inspection(srv, c, trust, tmp_path):
+    """Seeded mutations of the bytes the inspection reads (ELF header, program and
+    section header tables; the note itself left intact) and of the file length: every
+    load is refused with a reason naming the file (asked as TF, the file's note says
+    ONNX, so nothing reaches dlopen), and the server stays up."""
+    import random
+    from elftools.elf.elffile import ELFFile
+    base = trust.onnx_ok.read_bytes()
+    with open(trust.onnx_ok, "rb") as f:
+        elf = ELFFile(f)
+        ph = (elf["e_phoff"], elf["e_phnum"] * elf["e_phentsize"])
+        sh = (elf["e_shoff"], elf["e_shnum"] * elf["e_shentsize"])
+    regions = [(0, 64), ph, sh]
+    rng = random.Random(10)
+    bad = tmp_path / "mutant.so"
+    reasons: dict[str, int] = {}
+    for i in range(300):
+        data = bytearray(base)
+        for _ in range(rng.choice((1, 2, 4, 8))):
+            start, length = rng.choice(regions)
+            pos = start + rng.randrange(length)
+            data[pos] = rng.choice((0, 0xFF, rng.randrange(256), data[pos] ^ 0x80))
+        if i % 10 == 0:
+            data = data[:rng.randrange(len(data))]
+        bad.write_bytes(bytes(data))
+        reply = c.execute("AI.CONFIG", "LOADBACKEND", "TF", str(bad))
+        text = assert_error_startswith(reply, LOAD_ERR + str(bad) + ": ")
+        key = text[len(LOAD_ERR + str(bad) + ": "):].split(" ")[0]
+        reasons[key] = reasons.get(key, 0) + 1
+    assert c.execute("PING") == "PONG"
+    # Several distinct refusals were reached, not one early exit for all.
+    print("refusals by first word:", reasons)
+    assert len(reasons) >= 4, reasons
+
+
 def test_truncated_real_backend(srv, c, install_dir, tmp_path):
     """A copy of the real ONNX backend (its lib/ intact) cut inside its code, and cut
     inside its last loaded segment: refused from the headers, with or without manifest."""
