@@ -268,6 +268,36 @@ def test_scripts_cannot_load_backends(c, trust):
     assert trust.ran() == []
 
 
+CONFIG_SCRIPT = """
+def set_path(tensors: List[Tensor], keys: List[str], args: List[str]):
+    redis.execute("AI.CONFIG", "BACKENDSPATH", args[0])
+
+def load(tensors: List[Tensor], keys: List[str], args: List[str]):
+    redis.execute("AI.CONFIG", "LOADBACKEND", "ONNX", args[0])
+"""
+
+
+def test_torchscript_redis_execute_cannot_load_backends(module_path, install_dir, trust):
+    """redis.execute runs through a module call, where the caller cannot be checked:
+    refused, whoever runs the script."""
+    real_folder(install_dir, "torch")
+    s = RedisServer(module_path)
+    try:
+        with RawClient(s.port) as c:
+            before = c.execute("AI.CONFIG", "GET", "BACKENDSPATH")
+            assert_ok(c.execute("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 2, "set_path",
+                                "load", "SOURCE", CONFIG_SCRIPT))
+            for fn, sub, arg in (("set_path", "backendspath", "/tmp"),
+                                 ("load", "loadbackend", str(trust.onnx_ok))):
+                reply = c.execute("AI.SCRIPTEXECUTE", "s", fn, "KEYS", 1, "k", "ARGS", 1, arg)
+                assert isinstance(reply, RespError) and _noperm(sub) in str(reply), reply
+            assert c.execute("AI.CONFIG", "GET", "BACKENDSPATH") == before
+            assert trust.ran() == []
+            assert c.execute("PING") == "PONG"
+    finally:
+        s.stop()
+
+
 # --------------------------------------------------------------------------------------
 # 2. No code from a file that is not a backend: the catalogue, on one server.
 # --------------------------------------------------------------------------------------
