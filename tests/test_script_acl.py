@@ -12,6 +12,10 @@ redis.execute runs in the caller's DB, and with deny-oom under maxmemory.
 """
 from __future__ import annotations
 
+import os
+import pathlib
+import subprocess
+import sys
 import time
 from typing import Any, Iterator
 
@@ -19,7 +23,7 @@ import numpy as np
 import pytest
 
 import torch_models as tm
-from conftest import RedisServer
+from conftest import ROOT, RedisServer
 from helpers import assert_error, assert_ok
 from model_io import assert_same, get, put
 from resp import RawClient, RespError
@@ -248,6 +252,19 @@ def test_app_cannot_read_or_write_other_keys_through_a_script(admin, app):
     assert_same(get(admin, "app:o"), np.array([5], np.int64))
 
 
+def test_arity_and_unknown_commands_keep_redis_texts(torch_server, admin, app):
+    """The ACL check must not look for keys past argv: Redis checks the arity first (a
+    built-in's key positions past argv make Redis panic), and so does the module."""
+    store_script(app, "app:s")
+    for command in (("GET",), ("SET", "secret"), ("HGET", "app:h"), ("CONFIG",),
+                    ("NOSUCHCOMMAND", "x")):
+        direct = app.execute(*command)
+        assert isinstance(direct, RespError), (command, direct)
+        assert_error(run_call(app, "app:s", "app:o", *command), WRAP + str(direct))
+    assert admin.execute("PING") == "PONG"
+    assert torch_server.alive()
+
+
 def test_app_cannot_run_another_model_through_model_execute(admin, app):
     built = tm.add()
     for key in ("sec:m", "app:m"):
@@ -394,6 +411,48 @@ def test_blocking_commands_are_refused_inside_scripts(torch_server, admin, comma
                           "call", "ARGS", len(command), *command, "OUTPUTS", 1, "x")
     assert isinstance(reply[0], RespError), reply
     assert str(reply[0]) == WRAP + WOULD_BLOCK.format(command[0].upper()), reply
+
+
+@pytest.fixture(scope="module")
+def call_module(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """tests/fixtures/modules/call_module.c: another module that calls commands through
+    RedisModule_Call, compiled against the pinned redismodule.h."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from build_tools import headers  # noqa: PLC0415 - the repo root is on sys.path now
+
+    out = tmp_path_factory.mktemp("call_module") / "call_module.so"
+    cmd = [os.environ.get("CC", "cc"), "-shared", "-fPIC", "-O0", "-Wall",
+           f"-I{headers.redismodule_include_dir()}", "-o", str(out),
+           str(ROOT / "tests" / "fixtures" / "modules" / "call_module.c")]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stdout}{res.stderr}"
+    return out
+
+
+def test_blocking_commands_refuse_other_modules_calls(module_path, torch_backend_path,
+                                                       call_module):
+    """The command itself refuses a client that may not block (not only our redis.execute):
+    before, Redis aborted on `(c->flags & CLIENT_BLOCKED) == 0`."""
+    srv = RedisServer(module_path, ["TORCH", str(torch_backend_path)],
+                      extra=["--loadmodule", str(call_module)])
+    try:
+        c = RawClient(srv.port)
+        assert_ok(c.execute("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", tm.add().blob))
+        store_script(c, "s")
+        put(c, "a", A)
+        put(c, "b", B)
+        for command in BLOCKING:
+            assert_error(c.execute("RAICALL.CALL", *command),
+                         WOULD_BLOCK.format(command[0].upper()))
+            assert c.execute("EXISTS", "o2") == 0
+        # what does not block still works through it
+        assert_ok(c.execute("RAICALL.CALL", "AI.TENSORSET", "t", "FLOAT", 1, "VALUES", 1))
+        assert c.execute("PING") == "PONG"
+        c.close()
+        assert srv.alive(), srv.log()
+    finally:
+        srv.stop()
 
 
 # --------------------------------------------------------------------------------------
