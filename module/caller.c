@@ -18,9 +18,23 @@ const RAI_Caller *Caller_SetCurrent(const RAI_Caller *c) {
     return prev;
 }
 
+/* Redis 7.0 added what checking a user needs; an older server (the module
+ * loads on >= 6.0) leaves these NULL. */
+static int aclApi(void) {
+    return RedisModule_GetClientUserNameById && RedisModule_GetModuleUserFromUserName &&
+           RedisModule_FreeModuleUser && RedisModule_ACLCheckCommandPermissions &&
+           RedisModule_ACLCheckKeyPermissions && RedisModule_ACLAddLogEntry &&
+           RedisModule_GetCommandKeys && RedisModule_SetContextUser;
+}
+
 CallerLookup Caller_Capture(RedisModuleCtx *ctx, RAI_Caller *c) {
     memset(c, 0, sizeof(*c));
     c->db = RedisModule_GetSelectedDb(ctx);
+    if (!aclApi()) {
+        /* No user can be checked: RedisAI 1.2's behaviour, in the caller's DB. */
+        c->known = 1;
+        return CALLER_FOUND;
+    }
     /* Inside our own redis.execute (a worker holding the GIL): the command
      * runs on a temporary client that has no id to look up; it acts for
      * the run's caller. */

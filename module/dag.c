@@ -465,7 +465,8 @@ int Dag_RefuseIfCannotBlock(RedisModuleCtx *ctx) {
     /* RedisModule_Call's client (a script's redis.execute, another module)
      * may not block: Redis asserts it did not and aborts otherwise. */
     if (flags & REDISMODULE_CTX_FLAGS_DENY_BLOCKING) {
-        const char *name = RedisModule_GetCurrentCommandName(ctx);
+        const char *name =
+            RedisModule_GetCurrentCommandName ? RedisModule_GetCurrentCommandName(ctx) : NULL;
         char upper[64];
         size_t i = 0;
         for (; name && name[i] && i < sizeof(upper) - 1; i++) {

@@ -265,6 +265,20 @@ def test_arity_and_unknown_commands_keep_redis_texts(torch_server, admin, app):
     assert torch_server.alive()
 
 
+def test_channels_outside_the_users_pattern(admin, app):
+    """acl-pubsub-default resetchannels: app may publish nowhere; through a script the same
+    NOPERM text and an ACL LOG entry with reason channel."""
+    store_script(app, "app:s")
+    direct = app.execute("PUBLISH", "news", "m")
+    assert_error(direct, "NOPERM this user has no permissions to access one of the channels "
+                         "used as arguments")
+    assert_ok(admin.execute("ACL", "LOG", "RESET"))
+    assert_error(run_call(app, "app:s", "app:o", "PUBLISH", "news", "m"), WRAP + str(direct))
+    [entry] = acl_log(admin)
+    assert entry[b"reason"] == b"channel" and entry[b"object"] == b"news", entry
+    assert entry[b"username"] == b"app", entry
+
+
 def test_app_cannot_run_another_model_through_model_execute(admin, app):
     built = tm.add()
     for key in ("sec:m", "app:m"):
