@@ -12,7 +12,8 @@
 #include "redismodule.h"
 
 /* Redis 7.0.15's texts (server.c processCommand), byte for byte. */
-#define CALLER_NOPERM_KEY "NOPERM this user has no permissions to access one of the keys used as arguments"
+#define CALLER_NOPERM_KEY \
+    "NOPERM this user has no permissions to access one of the keys used as arguments"
 #define CALLER_NOPERM_CHANNEL \
     "NOPERM this user has no permissions to access one of the channels used as arguments"
 #define CALLER_NOPERM_CMD_FMT "NOPERM this user has no permissions to run the '%.*s' command"

@@ -171,7 +171,8 @@ static int dryrunObject(const char *p, size_t len, const char *prefix, const cha
  * flag still checks the ACL. */
 static RAI_CallReply *refusal(RedisModuleCtx *ctx, RedisModuleUser *u, RedisModuleString *uname,
                               RedisModuleString **argv, int argc) {
-    RedisModuleCallReply *r = RedisModule_Call(ctx, "ACL", "csv", "DRYRUN", uname, argv, (size_t)argc);
+    RedisModuleCallReply *r =
+        RedisModule_Call(ctx, "ACL", "csv", "DRYRUN", uname, argv, (size_t)argc);
     if (r == NULL) return NULL;
     RAI_CallReply *out = NULL;
     size_t len = 0, objlen = 0;
