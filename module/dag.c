@@ -9,6 +9,8 @@
  */
 #include "dag.h"
 
+#include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -118,6 +120,7 @@ void Dag_Free(RAI_Dag *dag) {
         Error_Clear(&op->err);
     }
     for (size_t i = 0; i < dag->npersist; i++) RedisModule_FreeString(NULL, dag->persist[i].key);
+    Caller_Clear(&dag->caller);
     RedisModule_Free(dag->slots);
     RedisModule_Free(dag->ops);
     RedisModule_Free(dag->persist);
@@ -156,7 +159,10 @@ static void runOp(RAI_Dag *dag, RAI_DagOp *op) {
     for (size_t i = 0; i < op->ninputs; i++) ins[i] = dag->slots[op->inputs[i]];
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
     long long start = nowUs();
+    /* A script's redis.execute / redisAI.model_execute act for the caller. */
+    const RAI_Caller *prev = Caller_SetCurrent(&dag->caller);
     int rc = callBackend(op, &info, ins, outs);
+    Caller_SetCurrent(prev);
     op->duration_us = nowUs() - start;
     for (size_t i = 0; rc == 0 && i < op->noutputs; i++) {
         if (outs[i] == NULL) {
@@ -456,7 +462,30 @@ int Dag_RefuseIfCannotBlock(RedisModuleCtx *ctx) {
             ctx, "ERR Cannot run RedisAI command within a transaction or a LUA script");
         return 1;
     }
+    /* RedisModule_Call's client (a script's redis.execute, another module)
+     * may not block: Redis asserts it did not and aborts otherwise. */
+    if (flags & REDISMODULE_CTX_FLAGS_DENY_BLOCKING) {
+        const char *name =
+            RedisModule_GetCurrentCommandName ? RedisModule_GetCurrentCommandName(ctx) : NULL;
+        char upper[64];
+        size_t i = 0;
+        for (; name && name[i] && i < sizeof(upper) - 1; i++) {
+            upper[i] = (char)toupper((unsigned char)name[i]);
+        }
+        upper[i] = '\0';
+        char msg[192];
+        snprintf(msg, sizeof(msg), DAG_WOULD_BLOCK_FMT, i ? upper : "this command");
+        RedisModule_ReplyWithError(ctx, msg);
+        return 1;
+    }
     return 0;
+}
+
+void Dag_CaptureCaller(RedisModuleCtx *ctx, RAI_Dag *dag) {
+    if (dag->caller.known) return;
+    /* Blocking commands are refused where the caller is not knowable (Lua,
+     * module calls): a DAG that got here comes from a connection. */
+    Caller_Capture(ctx, &dag->caller);
 }
 
 int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
@@ -477,6 +506,7 @@ int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
             return REDISMODULE_OK;
         }
     }
+    Dag_CaptureCaller(ctx, dag);
     dag->bc = RedisModule_BlockClient(ctx, Dag_ReplyCallback, NULL, Dag_FreeCallback, 0);
     dag->enqueued_ms = nowMs();
     RunQueue_Push(first, dag);

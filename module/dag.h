@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 
+#include "caller.h"
 #include "error.h"
 #include "model.h"
 #include "redismodule.h"
@@ -76,6 +77,7 @@ typedef struct RAI_Dag {
     long long enqueued_ms;
     int timed_out;
     int single_op; /* reply like MODELEXECUTE: no array */
+    RAI_Caller caller; /* who started it: scripts' redis.execute acts for it */
 } RAI_Dag;
 
 RAI_Dag *Dag_New(void);
@@ -94,8 +96,12 @@ int Dag_BindKeys(RedisModuleCtx *ctx, RAI_Dag *dag, RAI_DagOp *op, RedisModuleSt
 /* Records that `key` receives slot's final tensor when the DAG succeeds. */
 void Dag_AddPersist(RAI_Dag *dag, RedisModuleString *key, size_t slot);
 
+/* Records the client's user and DB in dag->caller (once). Main thread. */
+void Dag_CaptureCaller(RedisModuleCtx *ctx, RAI_Dag *dag);
+
 /* Blocks the client and queues the DAG; the client gets its reply when the
- * DAG is done. Takes ownership of dag. Main thread. */
+ * DAG is done. Records the caller if not done yet. Takes ownership of dag.
+ * Main thread. */
 int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag);
 
 /* Auto-batching (spec 7.1), for the run queue's workers. The model op the
@@ -111,7 +117,11 @@ int Dag_BatchCompatible(RAI_Dag *a, RAI_Dag *b);
 void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q);
 
 /* `ERR Cannot run RedisAI command within a transaction or a LUA script`
- * when the context cannot block; 1 if it replied. */
+ * in MULTI or Lua; `ERR <CMD> would block: it cannot run inside a script's
+ * redis.execute or a module's call` where the client may not block (any
+ * RedisModule_Call, which Redis would abort on); 1 if it replied. */
 int Dag_RefuseIfCannotBlock(RedisModuleCtx *ctx);
+#define DAG_WOULD_BLOCK_FMT \
+    "ERR %s cannot run inside a script's redis.execute or a module's call: it would block"
 
 #endif

@@ -73,6 +73,19 @@ static int bindOp(RAI_Dag *dag, RAI_DagOp *op, Names *names, RedisModuleString *
     return REDISMODULE_OK;
 }
 
+/* ---------------------------------- ACL ----------------------------------- */
+
+/* Keys a DAG touches that Redis does not see (the deprecated ops' model and
+ * script keys are not reported by getkeys) are checked here against the
+ * caller's ACL user, before anything runs; those Redis sees are checked
+ * again, which costs little and keeps one rule for all. Read: models,
+ * scripts, LOAD; write: PERSIST. */
+static int checkKey(RedisModuleCtx *ctx, RAI_Dag *dag, RedisModuleString *key, int write,
+                    RAI_Error *err) {
+    int flags = write ? REDISMODULE_CMD_KEY_UPDATE : REDISMODULE_CMD_KEY_ACCESS;
+    return Caller_CheckKey(ctx, &dag->caller, key, flags, err);
+}
+
 /* ------------------------------- operations ------------------------------- */
 
 static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *names,
@@ -115,6 +128,9 @@ static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *n
             Error_Set(err, "AI.MODELEXECUTE cannot be used in a deprecated AI.DAGRUN command");
             return REDISMODULE_ERR;
         }
+        if (argc >= 2 && checkKey(ctx, dag, argv[1], 0, err) != REDISMODULE_OK) {
+            return REDISMODULE_ERR;
+        }
         ExecuteArgs a;
         int rc = is_run ? ModelRun_Parse(ctx, argv, argc, 1, &a, err)
                         : ModelExecute_Parse(ctx, argv, argc, 1, &a, err);
@@ -137,6 +153,9 @@ static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *n
         }
         if (!is_run && flavor == DAG_EXECUTE_RO) {
             Error_Set(err, "ERR AI.SCRIPTEXECUTE command cannot be specified in a read-only DAG");
+            return REDISMODULE_ERR;
+        }
+        if (argc >= 2 && checkKey(ctx, dag, argv[1], 0, err) != REDISMODULE_OK) {
             return REDISMODULE_ERR;
         }
         ScriptArgs a;
@@ -194,6 +213,7 @@ static int parseLoad(RedisModuleCtx *ctx, RAI_Dag *dag, Names *names, RedisModul
             return -1;
         }
         RedisModuleString *key = argv[pos + 2 + i];
+        if (checkKey(ctx, dag, key, 0, err) != REDISMODULE_OK) return -1;
         RAI_Tensor *t = Tensor_FromKey(ctx, key, err);
         if (t == NULL) return -1;
         nameSet(names, key, Dag_AddSlot(dag, t));
@@ -201,7 +221,8 @@ static int parseLoad(RedisModuleCtx *ctx, RAI_Dag *dag, Names *names, RedisModul
     return pos + 2 + (int)n;
 }
 
-static int parsePersist(RedisModuleString **argv, int argc, int pos, Header *h, RAI_Error *err) {
+static int parsePersist(RedisModuleCtx *ctx, RAI_Dag *dag, RedisModuleString **argv, int argc,
+                        int pos, Header *h, RAI_Error *err) {
     if (argc - pos - 1 < 2) {
         Error_Set(err, "ERR missing arguments after PERSIST keyword in DAG command");
         return -1;
@@ -228,6 +249,9 @@ static int parsePersist(RedisModuleString **argv, int argc, int pos, Header *h, 
             }
         }
     }
+    for (long long i = 0; i < n; i++) {
+        if (checkKey(ctx, dag, argv[pos + 2 + i], 1, err) != REDISMODULE_OK) return -1;
+    }
     h->persist = argv + pos + 2;
     h->npersist = n;
     return pos + 2 + (int)n;
@@ -250,7 +274,7 @@ static int parseHeader(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Name
             }
             if (h->has_persist) return unexpected(err, tok);
             h->has_persist = 1;
-            pos = parsePersist(argv, argc, pos, h, err);
+            pos = parsePersist(ctx, dag, argv, argc, pos, h, err);
         } else if (Args_TokenIs(tok, "ROUTING")) {
             if (h->has_routing) return unexpected(err, tok);
             h->has_routing = 1;
@@ -299,6 +323,7 @@ static int dagCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, D
     RAI_Error err;
     Error_Init(&err);
     RAI_Dag *dag = Dag_New();
+    Dag_CaptureCaller(ctx, dag); /* for the key checks while parsing */
     Names names = {.slots = RedisModule_CreateDict(NULL)};
     Header h = {0};
 

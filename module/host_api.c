@@ -9,7 +9,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "caller.h"
 #include "config.h"
+#include "dag.h"
 #include "error.h"
 #include "model.h"
 #include "redismodule.h"
@@ -17,6 +19,7 @@
 #include "tensor.h"
 
 #include <string.h>
+#include <strings.h>
 
 static void *hostAlloc(size_t n) { return RedisModule_Alloc(n); }
 static void *hostCalloc(size_t c, size_t n) { return RedisModule_Calloc(c, n); }
@@ -127,41 +130,179 @@ static void hostCallReplyFree(RAI_CallReply *r) {
     RedisModule_Free(r);
 }
 
-/* Runs on a worker thread: takes Redis's global lock for the call only.
- * DB 0 and propagation ("!") as RedisAI 1.2; errors come back as replies
- * ("E") so that scripts can raise them with Redis's own text. */
-static RAI_CallReply *hostRedisCall(const char *cmd, const char *const *args, const size_t *lens,
-                                    size_t nargs) {
-    RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(NULL);
-    RedisModule_ThreadSafeContextLock(ctx);
-    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (nargs ? nargs : 1));
-    for (size_t i = 0; i < nargs; i++) argv[i] = RedisModule_CreateString(ctx, args[i], lens[i]);
-    RedisModuleCallReply *r = RedisModule_Call(ctx, cmd, "!Ev", argv, nargs);
-    RAI_CallReply *out = RedisModule_Alloc(sizeof(*out));
-    if (r == NULL) {
-        memset(out, 0, sizeof(*out));
-        out->type = RAI_REPLY_ERROR;
-        const char *why = errno == ENOENT ? "ERR unknown command" : "ERR command could not be called";
-        setReplyString(out, why, strlen(why));
-    } else {
-        convertReply(r, out);
-        RedisModule_FreeCallReply(r);
-    }
-    for (size_t i = 0; i < nargs; i++) RedisModule_FreeString(ctx, argv[i]);
-    RedisModule_Free(argv);
-    RedisModule_ThreadSafeContextUnlock(ctx);
-    RedisModule_FreeThreadSafeContext(ctx);
+static RAI_CallReply *errorReply(const char *text) {
+    RAI_CallReply *out = RedisModule_Calloc(1, sizeof(*out));
+    out->type = RAI_REPLY_ERROR;
+    setReplyString(out, text, strlen(text));
     return out;
 }
 
-/* Looks the model up under the lock, then runs it in this thread. */
+/* The AI.* commands that block their client. Their handlers refuse a client
+ * that may not block (Dag_RefuseIfCannotBlock); refusing here too means no
+ * command of ours ever blocks the temporary client of a RedisModule_Call,
+ * on which Redis aborts. */
+static const char *const blocking_commands[] = {
+    "AI.MODELRUN", "AI.MODELEXECUTE", "AI.SCRIPTRUN",    "AI.SCRIPTEXECUTE",
+    "AI.DAGRUN",   "AI.DAGRUN_RO",    "AI.DAGEXECUTE",   "AI.DAGEXECUTE_RO",
+};
+
+static const char *blockingCommand(const char *cmd) {
+    for (size_t i = 0; i < sizeof(blocking_commands) / sizeof(blocking_commands[0]); i++) {
+        if (!strcasecmp(cmd, blocking_commands[i])) return blocking_commands[i];
+    }
+    return NULL;
+}
+
+/* The object named between `prefix` and `suffix` in an ACL DRYRUN text. */
+static int dryrunObject(const char *p, size_t len, const char *prefix, const char *suffix,
+                        const char **obj, size_t *objlen) {
+    size_t lp = strlen(prefix), ls = strlen(suffix);
+    if (len < lp + ls || memcmp(p, prefix, lp) || memcmp(p + len - ls, suffix, ls)) return 0;
+    *obj = p + lp;
+    *objlen = len - lp - ls;
+    return 1;
+}
+
+/* Why user u may not run argv, told as Redis tells a client (the NOPERM
+ * texts of processCommand), with an ACL LOG entry for the user. Redis's own
+ * ACL DRYRUN says which rule refused it (command, key or channel; with
+ * selectors the same choice as for a client). NULL when DRYRUN gives no
+ * verdict (an arity error): the call then reports that itself, and its "C"
+ * flag still checks the ACL. */
+static RAI_CallReply *refusal(RedisModuleCtx *ctx, RedisModuleUser *u, RedisModuleString *uname,
+                              RedisModuleString **argv, int argc) {
+    RedisModuleCallReply *r =
+        RedisModule_Call(ctx, "ACL", "csv", "DRYRUN", uname, argv, (size_t)argc);
+    if (r == NULL) return NULL;
+    RAI_CallReply *out = NULL;
+    size_t len = 0, objlen = 0;
+    const char *p = RedisModule_CallReplyType(r) == REDISMODULE_REPLY_STRING
+                        ? RedisModule_CallReplyStringPtr(r, &len)
+                        : NULL;
+    const char *obj;
+    RedisModuleACLLogEntryReason reason;
+    if (p == NULL) {
+        goto done;
+    } else if (dryrunObject(p, len, "This user has no permissions to run the '", "' command", &obj,
+                            &objlen)) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), CALLER_NOPERM_CMD_FMT, (int)objlen, obj);
+        out = errorReply(msg);
+        reason = REDISMODULE_ACL_LOG_CMD;
+    } else if (dryrunObject(p, len, "This user has no permissions to access the '", "' key", &obj,
+                            &objlen)) {
+        out = errorReply(CALLER_NOPERM_KEY);
+        reason = REDISMODULE_ACL_LOG_KEY;
+    } else if (dryrunObject(p, len, "This user has no permissions to access the '", "' channel",
+                            &obj, &objlen)) {
+        out = errorReply(CALLER_NOPERM_CHANNEL);
+        reason = REDISMODULE_ACL_LOG_CHANNEL;
+    } else {
+        goto done;
+    }
+    RedisModuleString *object = RedisModule_CreateString(ctx, obj, objlen);
+    RedisModule_ACLAddLogEntry(ctx, u, object, reason);
+    RedisModule_FreeString(ctx, object);
+done:
+    RedisModule_FreeCallReply(r);
+    return out;
+}
+
+/* NULL when user u may run argv (command and keys, Redis 7 rules), else the
+ * refusal. Redis checks the arity before the ACL, and so must we: with too
+ * few arguments a built-in command's key positions lie past argv (Redis
+ * panics). GetCommandKeys checks the arity of commands with keys; an
+ * unknown command or a wrong arity is left to the call, which reports it
+ * before it would run anything. */
+static RAI_CallReply *checkPermissions(RedisModuleCtx *ctx, RedisModuleUser *u,
+                                       RedisModuleString *uname, RedisModuleString **argv,
+                                       int argc) {
+    int nkeys = 0;
+    errno = 0;
+    int *keys = RedisModule_GetCommandKeys(ctx, argv, argc, &nkeys);
+    if (keys != NULL) {
+        RedisModule_Free(keys);
+    } else if (errno == ENOENT || errno == EINVAL) {
+        return NULL;
+    }
+    if (RedisModule_ACLCheckCommandPermissions(u, argv, argc) == REDISMODULE_OK) return NULL;
+    return refusal(ctx, u, uname, argv, argc);
+}
+
+/* Runs on a worker thread: takes Redis's global lock for the call only.
+ * Acts for the run's caller (caller.h): in its DB, and, when it has an ACL
+ * user, only for what that user may run, the command then running as that
+ * user ("C", so that e.g. an EVAL it calls is checked against it too).
+ * "M": deny-oom commands are refused over maxmemory, as for a client.
+ * Propagation ("!") as RedisAI 1.2; errors come back as replies ("E") so
+ * that scripts can raise them with Redis's own text. */
+static RAI_CallReply *hostRedisCall(const char *cmd, const char *const *args, const size_t *lens,
+                                    size_t nargs) {
+    const char *blocking = blockingCommand(cmd);
+    if (blocking != NULL) {
+        char msg[192];
+        snprintf(msg, sizeof(msg), DAG_WOULD_BLOCK_FMT, blocking);
+        return errorReply(msg);
+    }
+    const RAI_Caller *caller = Caller_Current();
+    RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(NULL);
+    RedisModule_ThreadSafeContextLock(ctx);
+    if (caller != NULL) RedisModule_SelectDb(ctx, caller->db);
+    int argc = (int)nargs + 1;
+    RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (size_t)argc);
+    argv[0] = RedisModule_CreateString(ctx, cmd, strlen(cmd));
+    for (size_t i = 0; i < nargs; i++) {
+        argv[i + 1] = RedisModule_CreateString(ctx, args[i], lens[i]);
+    }
+    RAI_CallReply *out = NULL;
+    RedisModuleUser *user = NULL;
+    const char *fmt = "!EMv";
+    int gone = 0;
+    if (caller != NULL && caller->user != NULL) {
+        user = Caller_User(caller, &gone);
+        if (user == NULL) {
+            out = errorReply(CALLER_NOPERM_GONE);
+            goto done;
+        }
+        out = checkPermissions(ctx, user, caller->user, argv, argc);
+        if (out != NULL) goto done;
+        RedisModule_SetContextUser(ctx, user);
+        fmt = "!EMCv";
+    }
+    RedisModuleCallReply *r = RedisModule_Call(ctx, cmd, fmt, argv + 1, nargs);
+    if (r == NULL) {
+        const char *why = errno == ENOENT ? "ERR unknown command" : "ERR command could not be called";
+        out = errorReply(why);
+    } else {
+        out = RedisModule_Alloc(sizeof(*out));
+        convertReply(r, out);
+        RedisModule_FreeCallReply(r);
+    }
+done:
+    for (int i = 0; i < argc; i++) RedisModule_FreeString(ctx, argv[i]);
+    RedisModule_Free(argv);
+    RedisModule_ThreadSafeContextUnlock(ctx);
+    RedisModule_FreeThreadSafeContext(ctx);
+    /* after the context that pointed at it */
+    if (user != NULL) RedisModule_FreeModuleUser(user);
+    return out;
+}
+
+/* Looks the model up under the lock, in the caller's DB and after checking
+ * the caller may read its key, then runs it in this thread. */
 static int hostModelExecute(const char *key, size_t key_len, RAI_Tensor *const *inputs,
                             size_t ninputs, RAI_Tensor **outputs, size_t noutputs,
                             RAI_Error *err) {
+    const RAI_Caller *caller = Caller_Current();
     RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(NULL);
     RedisModule_ThreadSafeContextLock(ctx);
+    if (caller != NULL) RedisModule_SelectDb(ctx, caller->db);
     RedisModuleString *name = RedisModule_CreateString(ctx, key, key_len);
-    RAI_Model *m = Model_FromKey(ctx, name, err);
+    RAI_Model *m = NULL;
+    if (caller == NULL ||
+        Caller_CheckKey(ctx, caller, name, REDISMODULE_CMD_KEY_ACCESS, err) == REDISMODULE_OK) {
+        m = Model_FromKey(ctx, name, err);
+    }
     RedisModule_FreeString(ctx, name);
     RedisModule_ThreadSafeContextUnlock(ctx);
     RedisModule_FreeThreadSafeContext(ctx);

@@ -3,10 +3,12 @@
  */
 #include "run_stats.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "backend_loader.h"
+#include "caller.h"
 
 static RedisModuleDict *table = NULL;
 
@@ -77,8 +79,24 @@ int Info_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     return REDISMODULE_OK;
 }
 
+/* Lists only the keys the caller may read (its ACL key patterns), as
+ * Redis's own SCAN would not but KEYS-like listings must: names and tags are
+ * data. Where the caller's user cannot be known the listing is refused. */
 static int scan(RedisModuleCtx *ctx, int argc, int scripts, const char *what) {
     if (argc != 1) return RedisModule_WrongArity(ctx);
+    RAI_Caller caller;
+    if (Caller_Capture(ctx, &caller) != CALLER_FOUND) {
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "ERR AI._%s cannot run inside a Lua script or another module's call: the "
+                 "caller's ACL user is not known there",
+                 what);
+        return RedisModule_ReplyWithError(ctx, msg);
+    }
+    int gone;
+    RedisModuleUser *user = Caller_User(&caller, &gone);
+    Caller_Clear(&caller);
+    if (gone) return RedisModule_ReplyWithError(ctx, CALLER_NOPERM_GONE);
     RedisModule_Log(ctx, "warning", "%s is experimental and might be removed in future versions",
                     what);
     RedisModuleDictIter *it = RedisModule_DictIteratorStartC(table, "^", NULL, 0);
@@ -87,6 +105,11 @@ static int scan(RedisModuleCtx *ctx, int argc, int scripts, const char *what) {
     RAI_RunStats *s;
     while (RedisModule_DictNextC(it, NULL, (void **)&s)) {
         if (s->is_script != scripts) continue;
+        if (user != NULL &&
+            RedisModule_ACLCheckKeyPermissions(user, s->key, REDISMODULE_CMD_KEY_ACCESS) !=
+                REDISMODULE_OK) {
+            continue;
+        }
         RedisModule_ReplyWithArray(ctx, 2);
         RedisModule_ReplyWithString(ctx, s->key);
         RedisModule_ReplyWithStringBuffer(ctx, s->tag, s->tag_len);
@@ -94,6 +117,7 @@ static int scan(RedisModuleCtx *ctx, int argc, int scripts, const char *what) {
     }
     RedisModule_DictIteratorStop(it);
     RedisModule_ReplySetArrayLength(ctx, n);
+    if (user != NULL) RedisModule_FreeModuleUser(user);
     return REDISMODULE_OK;
 }
 

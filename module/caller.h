@@ -1,0 +1,58 @@
+/*
+ * caller.h - who a run acts for: the ACL user and the DB of the client that
+ * started it. A DAG records its caller on the main thread; the worker that
+ * runs a script publishes it in a thread-local, so that redis.execute and
+ * redisAI.model_execute (host_api.c) run in the caller's DB and are checked
+ * against the caller's ACL user, with Redis's own NOPERM texts.
+ */
+#ifndef REDISAI_CALLER_H
+#define REDISAI_CALLER_H
+
+#include "error.h"
+#include "redismodule.h"
+
+/* Redis 7.0.15's texts (server.c processCommand), byte for byte. */
+#define CALLER_NOPERM_KEY \
+    "NOPERM this user has no permissions to access one of the keys used as arguments"
+#define CALLER_NOPERM_CHANNEL \
+    "NOPERM this user has no permissions to access one of the channels used as arguments"
+#define CALLER_NOPERM_CMD_FMT "NOPERM this user has no permissions to run the '%.*s' command"
+/* Ours: the user was deleted (ACL DELUSER) while its run waited or ran. */
+#define CALLER_NOPERM_GONE "NOPERM the user that started this run no longer exists"
+
+typedef struct RAI_Caller {
+    int known;              /* 0: not captured; every check passes, DB 0 */
+    RedisModuleString *user; /* owned; NULL: a client with no ACL user (unrestricted) */
+    int db;
+} RAI_Caller;
+
+typedef enum CallerLookup {
+    CALLER_FOUND,   /* c filled (its user may be NULL: unrestricted) */
+    CALLER_UNKNOWN, /* a Lua script or another module's call: user not knowable */
+} CallerLookup;
+
+/* Main thread (or a worker holding the GIL inside redis.execute), in a
+ * command's ctx. A client connection gives its user by id; inside our own
+ * redis.execute the run's caller is inherited; Lua clients and other
+ * modules' temporary clients cannot be asked safely (RedisModule_
+ * GetCurrentUserName dereferences a NULL user there), so they are UNKNOWN. */
+CallerLookup Caller_Capture(RedisModuleCtx *ctx, RAI_Caller *c);
+void Caller_Clear(RAI_Caller *c);
+
+/* Resolves the caller's user; NULL when the caller has no user (set *gone
+ * when it had one that no longer exists). Free with RedisModule_FreeModuleUser.
+ * Needs the GIL. */
+RedisModuleUser *Caller_User(const RAI_Caller *c, int *gone);
+
+/* Checks one key for the caller with REDISMODULE_CMD_KEY_* access flags.
+ * Refused: an ACL LOG entry (reason key) and err = CALLER_NOPERM_KEY (or
+ * CALLER_NOPERM_GONE). Needs the GIL. */
+int Caller_CheckKey(RedisModuleCtx *ctx, const RAI_Caller *c, RedisModuleString *key, int flags,
+                    RAI_Error *err);
+
+/* The caller of the op the current worker thread runs (NULL off a run). */
+const RAI_Caller *Caller_Current(void);
+/* Sets it, returning the previous value to restore. */
+const RAI_Caller *Caller_SetCurrent(const RAI_Caller *c);
+
+#endif
