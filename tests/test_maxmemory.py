@@ -24,7 +24,7 @@ import pytest
 
 import scale_models as sm
 from conftest import RedisServer
-from helpers import assert_error, assert_ok, info_field
+from helpers import assert_error, assert_ok, info_field, wait_until
 from resp import RawClient, RespError, Status
 
 MiB = 1 << 20
@@ -260,3 +260,49 @@ def test_zero_fill_cap_comes_before_the_room_check(c):
     """Under a limit, a request past the byte cap gets the cap's error: it is too large
     whatever the limit."""
     assert_error(c.execute("AI.TENSORSET", "z", "STRING", 4294967296), TOO_LARGE)
+
+
+def test_a_replica_under_a_smaller_limit_applies_a_zero_fill_from_its_master(c, srv, module_path):
+    """The master accepts a 20 MiB zero fill under its limit and replicates the command as
+    it came; a replica with 10mb must apply it (as Redis's replicas ignore maxmemory), not
+    refuse it and diverge."""
+    assert c.execute("CONFIG", "SET", "repl-diskless-sync-delay", 0) == "OK"
+    replica = RedisServer(module_path, extra=["--maxmemory", "10mb",
+                                              "--replicaof", "127.0.0.1", str(srv.port)])
+    try:
+        with RawClient(replica.port) as rc:
+            assert wait_until(lambda: b"master_link_status:up" in rc.execute("INFO", "replication"),
+                              timeout=20.0), rc.execute("INFO", "replication")
+            assert_ok(c.execute("AI.TENSORSET", "z", "INT8", 20 * MiB))
+            assert_ok(c.execute("AI.TENSORSET", "zs", "STRING", 100_000))
+            assert c.execute("WAIT", 1, 5000) == 1
+            assert rc.execute("AI.TENSORGET", "z", "META") == [b"dtype", b"INT8", b"shape",
+                                                               [20 * MiB]]
+            assert rc.execute("AI.TENSORGET", "zs", "META") == [b"dtype", b"STRING", b"shape",
+                                                                [100_000]]
+            assert memory(rc, "used_memory") > 20 * MiB
+        assert replica.alive(), replica.log()
+    finally:
+        replica.stop()
+        c.execute("CONFIG", "SET", "repl-diskless-sync-delay", 5)
+
+
+def test_a_stored_view_holds_only_its_own_bytes(c):
+    """A TorchScript output that is a view of its input (a slice) shares the input's
+    memory inside the framework; stored, it is copied, so deleting the 4 MiB input frees
+    it and the output costs only its own 1 MiB row."""
+    set_limit(c, 0)
+    x = np.arange(4 * MiB // 4, dtype=np.float32).reshape(4, MiB // 4)
+    assert_ok(c.execute("AI.TENSORSET", "big", "FLOAT", *x.shape, "BLOB", x.tobytes()))
+    src = ("def first_row(tensors: List[Tensor], keys: List[str], args: List[str]):\n"
+           "    return tensors[0][0:1]\n")
+    assert_ok(c.execute("AI.SCRIPTSTORE", "rows", "CPU", "ENTRY_POINTS", 1, "first_row",
+                        "SOURCE", src))
+    assert_ok(c.execute("AI.SCRIPTEXECUTE", "rows", "first_row", "INPUTS", 1, "big",
+                        "OUTPUTS", 1, "row"))
+    before = memory(c, "used_memory")
+    assert c.execute("DEL", "big") == 1
+    assert memory(c, "used_memory") < before - 3 * MiB
+    assert MiB <= c.execute("MEMORY", "USAGE", "row") < 2 * MiB
+    np.testing.assert_array_equal(
+        np.frombuffer(c.execute("AI.TENSORGET", "row", "BLOB"), np.float32), x[0])
