@@ -115,6 +115,19 @@ def main() -> None:
                 label = f"{size // MiB} MiB" if size >= MiB else f"{size // KiB} KiB"
                 print(f"{kind:7} {label:>7} {ex * us:9.1f} {ns * us:10.1f} {(ex - ns) * us:9.1f} "
                       f"{fresh * us:12.1f} {warm * us:11.1f} {fresh / ex:9.1%}", flush=True)
+        # The room check (module/memory.c) reads INFO memory once maxmemory is set: what
+        # that adds to an execution that stores a small output.
+        x = np.ones((1, 256), dtype=np.float32)
+        c.call("AI.TENSORSET", "x", "FLOAT", *x.shape, "BLOB", x.tobytes())
+        n = iterations(KiB, args.quick)
+        free_run, _ = measure(c, "ONNX", n)
+        c.call("CONFIG", "SET", "maxmemory", 1 << 30)
+        limited, _ = measure(c, "ONNX", n)
+        c.call("CONFIG", "SET", "maxmemory", 0)
+        free_again, _ = measure(c, "ONNX", n)
+        base_us = (free_run + free_again) / 2 * us
+        print(f"\nONNX 1 KiB exec: {base_us:.1f} us without maxmemory, {limited * us:.1f} us "
+              f"with maxmemory 1gb (room check: {limited * us - base_us:+.1f} us)")
         c.call("FLUSHALL")
     finally:
         srv.stop()

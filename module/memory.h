@@ -10,14 +10,20 @@
 
 #include <stddef.h>
 
+#include "redismodule.h"
+
 /* Redis's own reply to a deny-oom command over the limit (shared.oomerr). */
 #define RAI_OOM_MSG "OOM command not allowed when used memory > 'maxmemory'."
+
+/* Subscribes to config changes, so that maxmemory and its policy are read
+ * once per CONFIG SET instead of at every check. From OnLoad. */
+void Memory_Init(RedisModuleCtx *ctx);
 
 /* 1 when `more` new bytes must be refused: maxmemory is set and either
  * `more` alone passes it, or the policy is noeviction and used memory plus
  * `more` passes it (an evicting policy makes room at the next command, as
- * for Redis's own writes). 0 at once, for a few nanoseconds, without
- * maxmemory; with it, one INFO memory. Main thread only. */
+ * for Redis's own writes). Costs Redis's used-memory ratio, plus one INFO
+ * memory after each CONFIG SET. Main thread only. */
 int Memory_WouldExceed(size_t more);
 
 #endif

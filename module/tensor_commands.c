@@ -13,7 +13,8 @@
 
 /* Zero-filled tensors are the one form whose size the client does not
  * send: cap the bytes they cost so that a typo in a shape cannot exhaust
- * memory, and (zeroFillFits) keep them inside the room maxmemory leaves. */
+ * memory, and (Memory_WouldExceed) keep them inside the room maxmemory
+ * leaves. */
 #define ZERO_FILL_MAX_BYTES (4ULL << 30)
 
 /* What a zero-filled tensor of n elements costs: its data, and for STRING
