@@ -188,7 +188,11 @@ RAI_Tensor *Tensor_ForKeyspace(RAI_Tensor *t) {
     if (t->deleter == NULL) return Tensor_Retain(t);
     /* The one copy of a backend's output: its framework allocated it where
      * used_memory, maxmemory and eviction cannot see it, and (a Torch view)
-     * it may keep a larger block alive than its own bytes. */
+     * it may keep a larger block alive than its own bytes. A plain
+     * allocation, not a RedisModuleString that replication could share: a
+     * string's header pushes a power-of-two size into the allocator's next
+     * size class (1 MiB of data would cost 1.25 MiB for as long as it is
+     * stored). */
     char *data = RedisModule_Alloc(t->nbytes ? t->nbytes : 1);
     if (t->nbytes) memcpy(data, t->data, t->nbytes);
     return Tensor_NewOwned(t->dtype, t->dims, t->ndims, data, t->nbytes, NULL);

@@ -349,8 +349,13 @@ int Tensor_StoreAndReplicate(RedisModuleCtx *ctx, RedisModuleString *keyname, RA
     RedisModule_CloseKey(key);
     int argc;
     RedisModuleString **args = Tensor_SetArgs(ctx, keyname, t, &argc);
-    RedisModule_Replicate(ctx, "AI.TENSORSET", "vcb", args, (size_t)argc, "BLOB", t->data,
-                          t->nbytes);
+    if (t->held) {
+        /* Redis takes a reference to the string: no copy of the data. */
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "vcs", args, (size_t)argc, "BLOB", t->held);
+    } else {
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "vcb", args, (size_t)argc, "BLOB", t->data,
+                              t->nbytes);
+    }
     Tensor_FreeSetArgs(ctx, args, argc);
     return REDISMODULE_OK;
 }
