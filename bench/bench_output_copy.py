@@ -15,7 +15,10 @@ out = 2 * x, so the output is as large as the input), interleaved on one connect
 and, in this process, a copy of the same size: `memcpy` into a fresh buffer (allocation and
 first touch included, as the server's copy into new memory) and into a reused one. It
 prints the medians, `exec - nostore` (everything storing costs: the copy, the key, the
-replication arguments) and the copy's share of `exec`.
+replication arguments, freeing the key's previous value) and the copy's share of `exec`.
+Last, what the maxmemory room check (module/memory.c) adds to a 1 KiB ONNX execution.
+On a busy machine single rows can be far off (Torch's intra-op threads suffer most): read
+the columns of one row together, as they were measured interleaved.
 
     python bench/bench_output_copy.py [--install DIR] [--quick]
 """
