@@ -128,7 +128,9 @@ typedef struct RAI_HostApi {
      * Not for STRING: use tensor_create_strings. */
     RAI_Tensor *(*tensor_create)(RAI_DType dtype, const int64_t *dims, int ndims);
     /* New tensor that takes ownership of foreign memory without copying;
-     * deleter(deleter_ctx) runs when the last reference goes. */
+     * deleter(deleter_ctx) runs when the last reference goes. The core
+     * copies the data into Redis's allocator only when it stores the tensor
+     * under a key. Not for STRING (NULL: the memory stays the caller's). */
     RAI_Tensor *(*tensor_adopt)(RAI_DType dtype, const int64_t *dims, int ndims,
                                 void *data, size_t nbytes, void (*deleter)(void *ctx),
                                 void *deleter_ctx);

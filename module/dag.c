@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "memory.h"
 #include "run_stats.h"
 #include "tensor_commands.h"
 #include "tensor_type.h"
@@ -365,13 +366,46 @@ static const RAI_DagOp *firstFailure(const RAI_Dag *dag) {
     return NULL;
 }
 
-/* Stores every PERSIST target; stops at the first that cannot be written. */
+/* Whether key can take a tensor: empty or a tensor already. A client may
+ * have written another type there while the DAG ran. */
+static int persistTargetOk(RedisModuleCtx *ctx, RedisModuleString *keyname) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
+    int ok = RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY ||
+             RedisModule_ModuleTypeGetType(key) == RAI_TensorType;
+    RedisModule_CloseKey(key);
+    return ok;
+}
+
+/* Stores every PERSIST target, or none: every key is checked first, and so
+ * is the room maxmemory leaves for the outputs' copies into Redis's
+ * allocator. Redis refused the command before it ran if memory was over
+ * the limit then; this refuses what would pass it now (noeviction), so
+ * clients running in parallel cannot push far past the limit. */
 static int persistAll(RedisModuleCtx *ctx, RAI_Dag *dag, RAI_Error *err) {
+    size_t more = 0;
     for (size_t i = 0; i < dag->npersist; i++) {
         RAI_Tensor *t = dag->slots[dag->persist[i].slot];
         if (t == NULL) continue;
-        if (Tensor_StoreAndReplicate(ctx, dag->persist[i].key, t, err) != REDISMODULE_OK) {
+        if (!persistTargetOk(ctx, dag->persist[i].key)) {
+            Error_Set(err, RAI_WRONGTYPE_MSG);
             return REDISMODULE_ERR;
+        }
+        more += Tensor_ForeignBytes(t);
+    }
+    if (dag->npersist > 0 && Memory_WouldExceed(more)) {
+        Error_Set(err, RAI_OOM_MSG);
+        return REDISMODULE_ERR;
+    }
+    for (size_t i = 0; i < dag->npersist; i++) {
+        size_t slot = dag->persist[i].slot;
+        RAI_Tensor *t = dag->slots[slot];
+        if (t == NULL) continue;
+        /* Copy once per slot, and let the backend's memory go now. */
+        dag->slots[slot] = Tensor_ForKeyspace(t);
+        Tensor_Release(t);
+        if (Tensor_StoreAndReplicate(ctx, dag->persist[i].key, dag->slots[slot], err) !=
+            REDISMODULE_OK) {
+            return REDISMODULE_ERR; /* not reached: the keys were checked above */
         }
     }
     return REDISMODULE_OK;

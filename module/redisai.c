@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "dag_commands.h"
+#include "memory.h"
 #include "model_commands.h"
 #include "model_execute.h"
 #include "module_info.h"
@@ -101,6 +102,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         return REDISMODULE_ERR;
     }
     RunStats_Init();
+    Memory_Init(ctx);
     Config_Init(modulePath());
     if (Config_ApplyLoadArgs(ctx, argv, argc) != REDISMODULE_OK) return REDISMODULE_ERR;
 

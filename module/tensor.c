@@ -137,6 +137,10 @@ RAI_Tensor *Tensor_NewHeld(RAI_DType dt, const int64_t *dims, int ndims, RedisMo
 
 RAI_Tensor *Tensor_NewAdopted(RAI_DType dt, const int64_t *dims, int ndims, void *data,
                               size_t nbytes, void (*deleter)(void *), void *deleter_ctx) {
+    /* A STRING tensor needs offsets, which adopted memory does not carry;
+     * backends build those with tensor_create_strings. NULL leaves the
+     * memory with the backend, as the ABI says for a failed adopt. */
+    if (DType_IsString(dt)) return NULL;
     RAI_Tensor *t = newShell(dt, dims, ndims);
     t->data = data;
     t->nbytes = nbytes;
@@ -178,6 +182,24 @@ int Tensor_StringOffsets(const char *blob, size_t nbytes, size_t n, uint64_t **o
     }
     *offsets = off;
     return 1;
+}
+
+RAI_Tensor *Tensor_ForKeyspace(RAI_Tensor *t) {
+    if (t->deleter == NULL) return Tensor_Retain(t);
+    /* The one copy of a backend's output: its framework allocated it where
+     * used_memory, maxmemory and eviction cannot see it, and (a Torch view)
+     * it may keep a larger block alive than its own bytes. A plain
+     * allocation, not a RedisModuleString that replication could share: a
+     * string's header pushes a power-of-two size into the allocator's next
+     * size class (1 MiB of data would cost 1.25 MiB for as long as it is
+     * stored). */
+    char *data = RedisModule_Alloc(t->nbytes ? t->nbytes : 1);
+    if (t->nbytes) memcpy(data, t->data, t->nbytes);
+    return Tensor_NewOwned(t->dtype, t->dims, t->ndims, data, t->nbytes, NULL);
+}
+
+size_t Tensor_ForeignBytes(const RAI_Tensor *t) {
+    return t->deleter ? t->nbytes : 0;
 }
 
 /* ----------------------------- reference counts --------------------------- */

@@ -3,8 +3,10 @@
  * one dtype. Its data is owned in one of three ways: allocated by us, held
  * from a RedisModuleString (TENSORSET BLOB stores the client's bytes without
  * copying them), or adopted from a backend with a deleter (outputs stay in
- * the framework's memory). STRING tensors keep NUL-terminated elements back
- * to back, with the start offset of each.
+ * the framework's memory while a DAG passes them on). Tensors in the
+ * keyspace never hold adopted memory: Tensor_ForKeyspace copies it once as
+ * it enters, so Redis counts every byte a key holds. STRING tensors keep
+ * NUL-terminated elements back to back, with the start offset of each.
  */
 #ifndef REDISAI_TENSOR_H
 #define REDISAI_TENSOR_H
@@ -60,10 +62,18 @@ RAI_Tensor *Tensor_NewOwned(RAI_DType dt, const int64_t *dims, int ndims, char *
 /* Keeps a reference to s; data points at its bytes. offsets may be NULL. */
 RAI_Tensor *Tensor_NewHeld(RAI_DType dt, const int64_t *dims, int ndims, RedisModuleString *s,
                            uint64_t *offsets);
+/* Not for STRING: returns NULL (adopted memory carries no offsets). */
 RAI_Tensor *Tensor_NewAdopted(RAI_DType dt, const int64_t *dims, int ndims, void *data,
                               size_t nbytes, void (*deleter)(void *), void *deleter_ctx);
 RAI_Tensor *Tensor_NewStrings(const int64_t *dims, int ndims, const char *const *elems,
                               const size_t *lens);
+
+/* A new reference to t's contents whose every byte comes from Redis's
+ * allocator: t itself unless its data was adopted from a backend, else an
+ * owned copy (t is left as it is). For whatever is stored under a key. */
+RAI_Tensor *Tensor_ForKeyspace(RAI_Tensor *t);
+/* Bytes Tensor_ForKeyspace would copy: nbytes when adopted, else 0. */
+size_t Tensor_ForeignBytes(const RAI_Tensor *t);
 
 RAI_Tensor *Tensor_Retain(RAI_Tensor *t);
 /* Must run on the main thread when the tensor may hold a RedisModuleString:

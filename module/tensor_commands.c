@@ -8,11 +8,21 @@
 #include <string.h>
 #include <strings.h>
 
+#include "memory.h"
 #include "tensor_type.h"
 
 /* Zero-filled tensors are the one form whose size the client does not
- * send: cap them so that a typo in a shape cannot exhaust memory. */
+ * send: cap the bytes they cost so that a typo in a shape cannot exhaust
+ * memory, and (Memory_WouldExceed) keep them inside the room maxmemory
+ * leaves. */
 #define ZERO_FILL_MAX_BYTES (4ULL << 30)
+
+/* What a zero-filled tensor of n elements costs: its data, and for STRING
+ * one NUL and one 8-byte offset per element. Returns 0 on overflow. */
+static int zeroFillBytes(RAI_DType dt, size_t n, size_t *bytes) {
+    size_t per = DType_IsString(dt) ? 1 + sizeof(uint64_t) : DType_ElemSize(dt);
+    return !__builtin_mul_overflow(n, per, bytes);
+}
 
 /* --------------------------------- parsing -------------------------------- */
 
@@ -129,10 +139,18 @@ RAI_Tensor *TensorSet_Parse(RedisModuleString **argv, int argc, int internal, RA
         dims[ndims++] = d;
     }
     size_t elem = DType_ElemSize(dt) ? DType_ElemSize(dt) : 1;
-    size_t nbytes;
     if (i == argc) {
-        if (__builtin_mul_overflow(n, elem, &nbytes) || nbytes > ZERO_FILL_MAX_BYTES) {
+        size_t nbytes;
+        if (!zeroFillBytes(dt, n, &nbytes) || nbytes > ZERO_FILL_MAX_BYTES) {
             Error_Set(err, "ERR tensor too large to create without data");
+            goto done;
+        }
+        /* Redis refused the command if memory was already over the limit;
+         * this refuses what would pass it (the client sent only a shape).
+         * Not for the master link and the AOF, which Redis does not refuse
+         * either: a replica must not diverge, nor a restart fail. */
+        if (!internal && Memory_WouldExceed(nbytes)) {
+            Error_Set(err, RAI_OOM_MSG);
             goto done;
         }
         t = DType_IsString(dt) ? Tensor_NewEmptyStrings(dims, ndims)
@@ -326,12 +344,18 @@ int Tensor_StoreAndReplicate(RedisModuleCtx *ctx, RedisModuleString *keyname, RA
         Error_Set(err, RAI_WRONGTYPE_MSG);
         return REDISMODULE_ERR;
     }
-    RedisModule_ModuleTypeSetValue(key, RAI_TensorType, Tensor_Retain(t));
+    t = Tensor_ForKeyspace(t);
+    RedisModule_ModuleTypeSetValue(key, RAI_TensorType, t);
     RedisModule_CloseKey(key);
     int argc;
     RedisModuleString **args = Tensor_SetArgs(ctx, keyname, t, &argc);
-    RedisModule_Replicate(ctx, "AI.TENSORSET", "vcb", args, (size_t)argc, "BLOB", t->data,
-                          t->nbytes);
+    if (t->held) {
+        /* Redis takes a reference to the string: no copy of the data. */
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "vcs", args, (size_t)argc, "BLOB", t->held);
+    } else {
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "vcb", args, (size_t)argc, "BLOB", t->data,
+                              t->nbytes);
+    }
     Tensor_FreeSetArgs(ctx, args, argc);
     return REDISMODULE_OK;
 }

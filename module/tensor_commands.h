@@ -27,8 +27,10 @@ int TensorGet_Reply(RedisModuleCtx *ctx, RAI_Tensor *t, int fmt);
 /* Opens key for reading and returns its tensor, or NULL after an error in
  * err (missing key, or WRONGTYPE). */
 RAI_Tensor *Tensor_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err);
-/* Stores t (taking a new reference) at keyname and replicates it as
- * AI.TENSORSET ... BLOB. Returns REDISMODULE_ERR after err (WRONGTYPE). */
+/* Stores t at keyname and replicates it as AI.TENSORSET ... BLOB. The key
+ * takes a new reference to t, or to a copy in Redis's allocator when t's
+ * data was adopted from a backend (Tensor_ForKeyspace). Returns
+ * REDISMODULE_ERR after err (WRONGTYPE). */
 int Tensor_StoreAndReplicate(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Tensor *t,
                              RAI_Error *err);
 /* Argument vector `key DTYPE d1 .. dn` for replication and AOF, to which

@@ -303,13 +303,14 @@ def test_persist_onto_a_non_tensor_appends_one_error(c):
 
 
 def test_persist_failure_with_several_keys(c):
-    """Persisting stops at the first key that cannot be written; the order is unspecified,
-    so only the shape of the reply is checked."""
+    """A DAG stores all its PERSIST keys or none: every key is checked before the first
+    is written, so `c` is not written when `str` cannot be."""
     reply = c.execute(E, "LOAD", 2, "a", "b", "PERSIST", 2, "c", "str",
                       *me("m", ("a", "b"), ("c",)), *me("m", ("a", "a"), ("str",)))
     assert reply[:2] == [OK, OK] and len(reply) == 3, reply
     assert_error(reply[2], WRONGTYPE)
     assert c.execute("GET", "str") == b"x"
+    assert c.execute("EXISTS", "c") == 0
 
 
 def test_a_failed_dag_leaves_the_server_usable(c):
