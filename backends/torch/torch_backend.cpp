@@ -7,14 +7,18 @@
  * every worker of a queue runs `forward` at once (the JIT's lazy executor
  * set-up is internally locked). Runs happen under c10::InferenceMode.
  *
- * Inputs reach libtorch without a copy (a storage over the core's buffer
- * that holds its own reference to the core tensor); outputs reach the core
+ * Inputs reach libtorch without a copy (a copy-on-write storage over the
+ * core's buffer that holds its own reference to the core tensor: a write
+ * copies first, so inputs are never written through); outputs reach the core
  * without a copy (the core adopts the buffer of a heap-allocated
  * at::Tensor). Every descriptor member catches all C++ exceptions.
  */
 #include "torch_backend.h"
 
 #include <c10/core/InferenceMode.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/COW.h>
+#include <c10/core/impl/COWDeleter.h>
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
@@ -310,7 +314,21 @@ void delete_tensor_holder(void *p) {
     delete static_cast<at::Tensor *>(p);
 }
 
+/* The first COW view of each input of the runs open on this thread (see
+ * InputPins), and how many runs are open. */
+thread_local std::vector<at::Tensor> pinned_inputs;
+thread_local int open_runs = 0;
+
 }  // namespace
+
+InputPins::InputPins() : mark_(pinned_inputs.size()) {
+    open_runs++;
+}
+
+InputPins::~InputPins() {
+    pinned_inputs.resize(mark_);
+    open_runs--;
+}
 
 at::Tensor tensor_from_core(RAI_Tensor *t, bool take_reference) {
     RAI_DType dt = host->tensor_dtype(t);
@@ -337,13 +355,35 @@ at::Tensor tensor_from_core(RAI_Tensor *t, bool take_reference) {
             throw std::runtime_error("ERR negative dimension in an input tensor");
         }
     }
+    if (open_runs == 0) {
+        if (take_reference) {
+            host->tensor_release(t);
+        }
+        throw std::runtime_error("ERR internal: an input tensor outside a run");
+    }
     RAI_Tensor *ref = take_reference ? t : host->tensor_retain(t);
-    /* The context is owned by the TensorMaker from here on: released by
-     * the storage when the last view goes, or at once if this throws. */
-    return at::for_blob(host->tensor_data(t), at::IntArrayRef(dims, static_cast<size_t>(ndims)))
-        .context(ref, release_core_tensor)
-        .options(at::TensorOptions().dtype(pair->st).device(c10::kCPU))
-        .make_tensor();
+    /* A COW context owns the reference from here on (its deleter runs when
+     * the last COW view goes); the TensorMaker owns the context, and frees
+     * it at once if this throws. It holds the core tensor, not the data:
+     * the deleter needs the tensor, and the data pointer is only needed on
+     * the last-reference path the pinned base below rules out. */
+    auto *cow = new c10::impl::cow::COWDeleterContext(
+        std::unique_ptr<void, c10::DeleterFnPtr>(ref, release_core_tensor));
+    at::Tensor base =
+        at::for_blob(host->tensor_data(t), at::IntArrayRef(dims, static_cast<size_t>(ndims)))
+            .context(cow, c10::impl::cow::cow_deleter)
+            .allocator(c10::GetCPUAllocator()) /* what a materializing copy uses */
+            .options(at::TensorOptions().dtype(pair->st).device(c10::kCPU))
+            .make_tensor();
+    /* base stays pinned until the run ends, so the view handed out is
+     * never the last reference while the run can write to it: a write
+     * copies, and the core's buffer is only ever read. */
+    /* libtorch >= 2.13 copies a COW storage on write through this hook;
+     * its own lazy clones get it, a storage made by hand must be given it. */
+    base.storage().unsafeGetStorageImpl()->set_materializer(c10::impl::cow::materialize_cow);
+    at::Tensor view = at::_lazy_clone(base);
+    pinned_inputs.push_back(std::move(base));
+    return view;
 }
 
 RAI_Tensor *tensor_to_core(const at::Tensor &t) {
@@ -371,8 +411,11 @@ RAI_Tensor *tensor_to_core(const at::Tensor &t) {
                                  c10::toString(c.scalar_type()));
     }
     auto holder = std::make_unique<at::Tensor>(std::move(c));
+    /* const: an output that is an unchanged (COW) input is not copied; the
+     * core only reads the buffers it adopts. */
+    void *data = const_cast<void *>(holder->const_data_ptr());
     RAI_Tensor *out = host->tensor_adopt(
-        pair->dt, holder->sizes().data(), static_cast<int>(holder->dim()), holder->data_ptr(),
+        pair->dt, holder->sizes().data(), static_cast<int>(holder->dim()), data,
         holder->nbytes(), delete_tensor_holder, holder.get());
     if (!out) {
         throw std::runtime_error("ERR could not create an output tensor");
@@ -544,6 +587,7 @@ int torch_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *in
         }
         prepare_worker_thread();
         c10::InferenceMode guard;
+        InputPins pins;
         std::vector<c10::IValue> in;
         in.reserve(ninputs);
         for (size_t i = 0; i < ninputs; i++) {
