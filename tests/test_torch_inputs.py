@@ -210,3 +210,46 @@ def test_read_only_script_still_works(c):
     put(c, "a", A)
     run(c, "ro_sum", ["a"], ["y"])
     np.testing.assert_array_equal(get(c, "y"), np.float32(6))
+
+
+def stateful_model_blob() -> bytes:
+    import torch
+
+    class Keep(torch.nn.Module):
+        """Keeps its input in an attribute and changes the kept one in the next run."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.keep = torch.zeros(3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            old = self.keep
+            old.add_(1)
+            self.keep = x
+            return old * 1
+
+    buf = io.BytesIO()
+    torch.jit.save(torch.jit.script(Keep()), buf)
+    return buf.getvalue()
+
+
+def test_model_keeping_an_input_cannot_write_it_later(c, torch_server):
+    # A tensor kept past its run (a module attribute) and written in a later run, after
+    # its key was deleted too: still a private copy, the key untouched, the server up.
+    assert_ok(c.execute("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", stateful_model_blob()))
+    put(c, "a", A)
+    before = blob(c, "a")
+    assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "a", "OUTPUTS", 1, "y"))
+    np.testing.assert_array_equal(get(c, "y"), np.ones(3, np.float32))
+    assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "a", "OUTPUTS", 1, "y"))
+    np.testing.assert_array_equal(get(c, "y"), A + 1)  # the kept input, changed privately
+    assert blob(c, "a") == before
+    assert c.execute("DEL", "a") == 1
+    put(c, "b", A * 10)
+    assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "b", "OUTPUTS", 1, "y"))
+    np.testing.assert_array_equal(get(c, "y"), A + 1)
+    assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "b", "OUTPUTS", 1, "y"))
+    np.testing.assert_array_equal(get(c, "y"), A * 10 + 1)
+    assert blob(c, "b") == (A * 10).tobytes()
+    assert_ok(c.execute("AI.MODELDEL", "m"))
+    assert c.execute("PING") == "PONG"

@@ -7,9 +7,9 @@
  * every worker of a queue runs `forward` at once (the JIT's lazy executor
  * set-up is internally locked). Runs happen under c10::InferenceMode.
  *
- * Inputs reach libtorch without a copy (a copy-on-write storage over the
- * core's buffer that holds its own reference to the core tensor: a write
- * copies first, so inputs are never written through); outputs reach the core
+ * Inputs reach libtorch without a copy (a storage over the core's buffer
+ * that holds its own reference to the core tensor, and copies the buffer
+ * on its first write, so inputs are never written through); outputs reach the core
  * without a copy (the core adopts the buffer of a heap-allocated
  * at::Tensor). Every descriptor member catches all C++ exceptions.
  */
@@ -17,8 +17,6 @@
 
 #include <c10/core/InferenceMode.h>
 #include <c10/core/CPUAllocator.h>
-#include <c10/core/impl/COW.h>
-#include <c10/core/impl/COWDeleter.h>
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
@@ -314,21 +312,21 @@ void delete_tensor_holder(void *p) {
     delete static_cast<at::Tensor *>(p);
 }
 
-/* The first COW view of each input of the runs open on this thread (see
- * InputPins), and how many runs are open. */
-thread_local std::vector<at::Tensor> pinned_inputs;
-thread_local int open_runs = 0;
+/* The storage hook of every input (libtorch >= 2.13 runs it once, on the
+ * first write access, before handing out a mutable pointer): moves the
+ * storage to a private copy, and the old data pointer's deleter releases
+ * the core tensor. Views share the storage, so all of them see the copy;
+ * another input from the same key has its own storage and stays as it is. */
+void copy_on_first_write(c10::StorageImpl *s) {
+    size_t n = s->nbytes();
+    c10::DataPtr copy = c10::GetCPUAllocator()->allocate(n);
+    if (n > 0) {
+        std::memcpy(copy.get(), s->data_ptr().get(), n); /* const access: no hook */
+    }
+    s->set_data_ptr_noswap(std::move(copy));
+}
 
 }  // namespace
-
-InputPins::InputPins() : mark_(pinned_inputs.size()) {
-    open_runs++;
-}
-
-InputPins::~InputPins() {
-    pinned_inputs.resize(mark_);
-    open_runs--;
-}
 
 at::Tensor tensor_from_core(RAI_Tensor *t, bool take_reference) {
     RAI_DType dt = host->tensor_dtype(t);
@@ -355,35 +353,17 @@ at::Tensor tensor_from_core(RAI_Tensor *t, bool take_reference) {
             throw std::runtime_error("ERR negative dimension in an input tensor");
         }
     }
-    if (open_runs == 0) {
-        if (take_reference) {
-            host->tensor_release(t);
-        }
-        throw std::runtime_error("ERR internal: an input tensor outside a run");
-    }
     RAI_Tensor *ref = take_reference ? t : host->tensor_retain(t);
-    /* A COW context owns the reference from here on (its deleter runs when
-     * the last COW view goes); the TensorMaker owns the context, and frees
-     * it at once if this throws. It holds the core tensor, not the data:
-     * the deleter needs the tensor, and the data pointer is only needed on
-     * the last-reference path the pinned base below rules out. */
-    auto *cow = new c10::impl::cow::COWDeleterContext(
-        std::unique_ptr<void, c10::DeleterFnPtr>(ref, release_core_tensor));
-    at::Tensor base =
+    /* The context is owned by the TensorMaker from here on: released by
+     * the storage when the last view goes (or its first write), or at once
+     * if this throws. */
+    at::Tensor x =
         at::for_blob(host->tensor_data(t), at::IntArrayRef(dims, static_cast<size_t>(ndims)))
-            .context(cow, c10::impl::cow::cow_deleter)
-            .allocator(c10::GetCPUAllocator()) /* what a materializing copy uses */
+            .context(ref, release_core_tensor)
             .options(at::TensorOptions().dtype(pair->st).device(c10::kCPU))
             .make_tensor();
-    /* base stays pinned until the run ends, so the view handed out is
-     * never the last reference while the run can write to it: a write
-     * copies, and the core's buffer is only ever read. */
-    /* libtorch >= 2.13 copies a COW storage on write through this hook;
-     * its own lazy clones get it, a storage made by hand must be given it. */
-    base.storage().unsafeGetStorageImpl()->set_materializer(c10::impl::cow::materialize_cow);
-    at::Tensor view = at::_lazy_clone(base);
-    pinned_inputs.push_back(std::move(base));
-    return view;
+    x.storage().unsafeGetStorageImpl()->set_materializer(copy_on_first_write);
+    return x;
 }
 
 RAI_Tensor *tensor_to_core(const at::Tensor &t) {
@@ -411,8 +391,8 @@ RAI_Tensor *tensor_to_core(const at::Tensor &t) {
                                  c10::toString(c.scalar_type()));
     }
     auto holder = std::make_unique<at::Tensor>(std::move(c));
-    /* const: an output that is an unchanged (COW) input is not copied; the
-     * core only reads the buffers it adopts. */
+    /* const: an output that is an unchanged input is not copied (and its
+     * write hook stays armed); the core only reads the buffers it adopts. */
     void *data = const_cast<void *>(holder->const_data_ptr());
     RAI_Tensor *out = host->tensor_adopt(
         pair->dt, holder->sizes().data(), static_cast<int>(holder->dim()), data,
@@ -587,7 +567,6 @@ int torch_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *in
         }
         prepare_worker_thread();
         c10::InferenceMode guard;
-        InputPins pins;
         std::vector<c10::IValue> in;
         in.reserve(ninputs);
         for (size_t i = 0; i < ninputs; i++) {

@@ -53,31 +53,15 @@ void set_error_from_current_exception(RAI_Error *err);
  * CUDA`). */
 c10::Device device_for(RAI_DeviceKind kind, int64_t device_id);
 
-/* Scope of one model or script run on this thread: it must be open around
- * every tensor_from_core call. It keeps alive, until the run ends, one
- * extra copy-on-write reference to every input buffer, so that a write to
- * an input inside the run always copies (libtorch hands a COW buffer over
- * in place when the writer holds its last reference). Nests. */
-class InputPins {
-public:
-    InputPins();
-    ~InputPins();
-    InputPins(const InputPins &) = delete;
-    InputPins &operator=(const InputPins &) = delete;
-
-private:
-    size_t mark_;
-};
-
-/* An at::Tensor viewing t's data without a copy, on the CPU, copy-on-write:
- * an in-place op (`x.add_(1)`, `x[0].mul_(2)`) first copies the buffer, so
- * an input key or DAG slot is never written through (issue 10). With
+/* An at::Tensor viewing t's data without a copy, on the CPU, copied on its
+ * first write: an in-place op (`x.add_(1)`, `x[0].mul_(2)`, also in a later
+ * run by a tensor a model kept) first copies the buffer, so an input key or
+ * DAG slot is never written through (issue 10). Reads copy nothing. With
  * take_reference false it retains t itself; with true it takes over the
  * caller's reference (also on every error path). The storage's deleter
  * calls tensor_release, so the view may outlive the caller's borrow (an
  * output can alias an input). Throws for types libtorch cannot represent
- * (`Unsupported code 7` for STRING, as libtorch's DLPack reader says), and
- * outside an InputPins scope. */
+ * (`Unsupported code 7` for STRING, as libtorch's DLPack reader says). */
 at::Tensor tensor_from_core(RAI_Tensor *t, bool take_reference);
 
 /* A new core tensor owning a contiguous CPU copy of t's data if t is not

@@ -387,7 +387,6 @@ int script_run(void *script, const RAI_RunInfo *info, const RAI_ScriptCall *call
         }
         prepare_worker_thread();
         c10::InferenceMode guard;
-        InputPins pins;
         torch::jit::Stack stack;
         if (call->entry_point) {
             c10::List<at::Tensor> tensors;
