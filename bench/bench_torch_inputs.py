@@ -1,15 +1,16 @@
-"""What copy-on-write Torch inputs cost (benchmark, not a test).
+"""What copy-on-first-write Torch inputs cost (benchmark, not a test).
 
-The Torch backend gives scripts and models a copy-on-write view of each input's data
-(backends/torch/torch_backend.cpp tensor_from_core): a run that only reads its inputs copies
-nothing; the first in-place write to an input copies that input's buffer once, so keys and
-DAG slots are never written through. Interleaved on one connection, per input size:
+The Torch backend gives scripts and models a view of each input's data whose storage copies
+the buffer on its first write access (backends/torch/torch_backend.cpp tensor_from_core,
+copy_on_first_write): a run that only reads its inputs copies nothing; the first in-place
+write to an input copies that input's buffer once, so keys and DAG slots are never written
+through. Interleaved on one connection, per input size:
 
 * `read`:    tensors[0].sum()                       (reads only: no copy)
-* `inplace`: tensors[0].add_(1); tensors[0].sum()   (one COW copy, then the add)
+* `inplace`: tensors[0].add_(1); tensors[0].sum()   (one copy, then the add)
 * `fresh`:   (tensors[0] + 1).sum()                 (the same arithmetic into a new buffer)
 
-`inplace - fresh` is what the COW copy costs beyond the allocation an out-of-place op makes
+`inplace - fresh` is what that copy costs beyond the allocation an out-of-place op makes
 anyway (near 0: the copy replaces the allocation); `memcpy` is a copy of the same size in this
 process (allocation and first touch included): what an unconditional clone of every input
 would add to every run, `read` included. The 4-byte row shows the fixed per-run cost.
@@ -64,7 +65,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     install = base.find_install(args.install)
-    srv = RedisServer(install / "redisai.so", ["TORCH", str(backend_file(install, "torch"))])
+    # One intra-op thread: on a busy machine idle-spinning Torch workers swamp the figures.
+    srv = RedisServer(install / "redisai.so", ["TORCH", str(backend_file(install, "torch")),
+                                               "INTRA_OP_PARALLELISM", "1"])
     try:
         c = base.Client(srv.port)
         c.call("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", len(FNS), *FNS, "SOURCE", SCRIPT)
