@@ -50,11 +50,16 @@ def via_model(tensors: List[Tensor], keys: List[str], args: List[str]):
     out = redisAI.model_execute(keys[0], tensors, 1)
     return out[0]
 
+def out_arg(tensors: List[Tensor], keys: List[str], args: List[str]):
+    torch.mul(tensors[1], 2, out=tensors[0])
+    tensors[1].copy_(tensors[0])
+    return tensors[0] + tensors[1]
+
 def legacy_inc(a: Tensor):
     a.mul_(3)
     return a
 '''
-EPS = ["inc", "inc_view", "inc_then_read", "same", "copy", "ro_sum", "via_model"]
+EPS = ["inc", "inc_view", "inc_then_read", "same", "copy", "ro_sum", "via_model", "out_arg"]
 A = np.array([1, 2, 3], np.float32)
 
 
@@ -129,6 +134,15 @@ def test_same_key_twice_gives_two_independent_inputs(c):
     run(c, "inc_then_read", ["a", "a"], ["y"])
     np.testing.assert_array_equal(get(c, "y"), A)
     assert blob(c, "a") == before
+
+
+def test_out_argument_and_copy_into_inputs_leave_keys(c):
+    put(c, "a", A)
+    put(c, "b", np.array([5, 6, 7], np.float32))
+    before_a, before_b = blob(c, "a"), blob(c, "b")
+    run(c, "out_arg", ["a", "b"], ["y"])
+    np.testing.assert_array_equal(get(c, "y"), np.array([20, 24, 28], np.float32))
+    assert (blob(c, "a"), blob(c, "b")) == (before_a, before_b)
 
 
 def test_legacy_scriptrun_inplace_leaves_input_key(c):
