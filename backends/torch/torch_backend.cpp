@@ -9,8 +9,8 @@
  *
  * Inputs reach libtorch without a copy (a storage over the core's buffer
  * that holds its own reference to the core tensor, and copies the buffer
- * on its first write, so inputs are never written through); outputs reach the core
- * without a copy (the core adopts the buffer of a heap-allocated
+ * on its first write, so inputs are never written through); outputs reach
+ * the core without a copy (the core adopts the buffer of a heap-allocated
  * at::Tensor). Every descriptor member catches all C++ exceptions.
  */
 #include "torch_backend.h"
