@@ -8,13 +8,15 @@
  * set-up is internally locked). Runs happen under c10::InferenceMode.
  *
  * Inputs reach libtorch without a copy (a storage over the core's buffer
- * that holds its own reference to the core tensor); outputs reach the core
- * without a copy (the core adopts the buffer of a heap-allocated
+ * that holds its own reference to the core tensor, and copies the buffer
+ * on its first write, so inputs are never written through); outputs reach
+ * the core without a copy (the core adopts the buffer of a heap-allocated
  * at::Tensor). Every descriptor member catches all C++ exceptions.
  */
 #include "torch_backend.h"
 
 #include <c10/core/InferenceMode.h>
+#include <c10/core/CPUAllocator.h>
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
@@ -310,6 +312,20 @@ void delete_tensor_holder(void *p) {
     delete static_cast<at::Tensor *>(p);
 }
 
+/* The storage hook of every input (libtorch >= 2.13 runs it once, on the
+ * first write access, before handing out a mutable pointer): moves the
+ * storage to a private copy, and the old data pointer's deleter releases
+ * the core tensor. Views share the storage, so all of them see the copy;
+ * another input from the same key has its own storage and stays as it is. */
+void copy_on_first_write(c10::StorageImpl *s) {
+    size_t n = s->nbytes();
+    c10::DataPtr copy = c10::GetCPUAllocator()->allocate(n);
+    if (n > 0) {
+        std::memcpy(copy.get(), s->data_ptr().get(), n); /* const access: no hook */
+    }
+    s->set_data_ptr_noswap(std::move(copy));
+}
+
 }  // namespace
 
 at::Tensor tensor_from_core(RAI_Tensor *t, bool take_reference) {
@@ -339,11 +355,15 @@ at::Tensor tensor_from_core(RAI_Tensor *t, bool take_reference) {
     }
     RAI_Tensor *ref = take_reference ? t : host->tensor_retain(t);
     /* The context is owned by the TensorMaker from here on: released by
-     * the storage when the last view goes, or at once if this throws. */
-    return at::for_blob(host->tensor_data(t), at::IntArrayRef(dims, static_cast<size_t>(ndims)))
-        .context(ref, release_core_tensor)
-        .options(at::TensorOptions().dtype(pair->st).device(c10::kCPU))
-        .make_tensor();
+     * the storage when the last view goes (or its first write), or at once
+     * if this throws. */
+    at::Tensor x =
+        at::for_blob(host->tensor_data(t), at::IntArrayRef(dims, static_cast<size_t>(ndims)))
+            .context(ref, release_core_tensor)
+            .options(at::TensorOptions().dtype(pair->st).device(c10::kCPU))
+            .make_tensor();
+    x.storage().unsafeGetStorageImpl()->set_materializer(copy_on_first_write);
+    return x;
 }
 
 RAI_Tensor *tensor_to_core(const at::Tensor &t) {
@@ -371,8 +391,11 @@ RAI_Tensor *tensor_to_core(const at::Tensor &t) {
                                  c10::toString(c.scalar_type()));
     }
     auto holder = std::make_unique<at::Tensor>(std::move(c));
+    /* const: an output that is an unchanged input is not copied (and its
+     * write hook stays armed); the core only reads the buffers it adopts. */
+    void *data = const_cast<void *>(holder->const_data_ptr());
     RAI_Tensor *out = host->tensor_adopt(
-        pair->dt, holder->sizes().data(), static_cast<int>(holder->dim()), holder->data_ptr(),
+        pair->dt, holder->sizes().data(), static_cast<int>(holder->dim()), data,
         holder->nbytes(), delete_tensor_holder, holder.get());
     if (!out) {
         throw std::runtime_error("ERR could not create an output tensor");

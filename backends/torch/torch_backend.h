@@ -53,7 +53,10 @@ void set_error_from_current_exception(RAI_Error *err);
  * CUDA`). */
 c10::Device device_for(RAI_DeviceKind kind, int64_t device_id);
 
-/* An at::Tensor viewing t's data without a copy, on the CPU. With
+/* An at::Tensor viewing t's data without a copy, on the CPU, copied on its
+ * first write: an in-place op (`x.add_(1)`, `x[0].mul_(2)`, also in a later
+ * run by a tensor a model kept) first copies the buffer, so an input key or
+ * DAG slot is never written through (issue 10). Reads copy nothing. With
  * take_reference false it retains t itself; with true it takes over the
  * caller's reference (also on every error path). The storage's deleter
  * calls tensor_release, so the view may outlive the caller's borrow (an
