@@ -22,6 +22,7 @@ due, only an error may come back:
 from __future__ import annotations
 
 import argparse
+import pickle
 import dataclasses
 import pathlib
 import random
@@ -464,8 +465,30 @@ class Gen:
         return cmd, due
 
     def next(self) -> tuple[Cmd, str | None]:
-        cmd = getattr(self, self.r.choice(self.GENERATORS))()
-        return self.mutate(cmd)
+        while True:
+            cmd, due = self.mutate(getattr(self, self.r.choice(self.GENERATORS))())
+            if not fills_too_much(cmd.args):
+                return cmd, due
+
+
+def fills_too_much(args: list[Any]) -> bool:
+    """A TENSORSET (alone or in a DAG) whose mutated dims make a zero-filled tensor larger
+    than MAX_FILL_BYTES yet small enough to be accepted. Such a tensor is size, not a fault:
+    the server takes it up to its zero-fill cap (4 GiB), and reading its VALUES back (billions
+    of elements) then takes minutes, which would look like a hang."""
+    for i, a in enumerate(args):
+        if str(a).upper() != "AI.TENSORSET":
+            continue
+        prod = 1
+        for d in args[i + 3:]:
+            try:
+                v = int(d)
+            except (TypeError, ValueError):
+                break
+            prod *= v if v > 0 else 1
+        if MAX_FILL_BYTES < prod * 9 and prod <= 2**33:
+            return True
+    return False
 
 
 # --------------------------------------------------------------------------------------
@@ -525,7 +548,7 @@ def drop_waiting_models(c: Any, keys: list[str]) -> None:
 # --------------------------------------------------------------------------------------
 
 def run(install_dir: pathlib.Path, seed: int, commands: int, batch: int = 100,
-        log: Callable[[str], None] = print) -> Counts:
+        log: Callable[[str], None] = print, save_dir: pathlib.Path | None = None) -> Counts:
     rng = random.Random(seed)
     blobs = make_blobs()
     gen = Gen(rng, blobs)
@@ -536,10 +559,17 @@ def run(install_dir: pathlib.Path, seed: int, commands: int, batch: int = 100,
         reset_pool(target, blobs)
         last: list[Any] = []
         while counts.tried < commands:
+            batch_cmds: list[list[Any]] = []
             for _ in range(min(batch, commands - counts.tried)):
                 cmd, due = gen.next()
                 last = cmd.args
+                batch_cmds.append(cmd.args)
                 outcome, reply = target.send(cmd.args, counts, cmd.name)
+                if outcome in ("crash", "hang") and save_dir:
+                    save_dir.mkdir(parents=True, exist_ok=True)
+                    path = save_dir / f"{outcome}-{counts.tried}.pickle"
+                    path.write_bytes(pickle.dumps(batch_cmds))
+                    counts.findings[-1] += f"  (batch saved: {path})\n"
                 if outcome in ("crash", "hang"):
                     reset_pool(target, blobs)
                     continue
@@ -559,6 +589,24 @@ def run(install_dir: pathlib.Path, seed: int, commands: int, batch: int = 100,
     return counts
 
 
+def replay(install_dir: pathlib.Path, path: pathlib.Path) -> int:
+    cmds = pickle.loads(path.read_bytes())
+    blobs = make_blobs()
+    target = Target(install_dir)
+    counts = Counts()
+    try:
+        reset_pool(target, blobs)
+        for args in cmds:
+            outcome, reply = target.send(args, counts, str(args[0]))
+            print(outcome, short(args, 200), "->", repr(reply)[:200])
+            if outcome in ("crash", "hang"):
+                print(counts.findings[-1])
+                break
+    finally:
+        target.stop()
+    return 0 if counts.crashes == counts.hangs == 0 else 1
+
+
 def main() -> int:
     from conftest import find_install_dir  # noqa: PLC0415
 
@@ -566,10 +614,16 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--long", action="store_true", help="100,000 commands")
     p.add_argument("--commands", type=int, default=None)
+    p.add_argument("--save", type=pathlib.Path, default=None,
+                   help="folder for the batch (pickled commands) that led to a crash or hang")
+    p.add_argument("--replay", type=pathlib.Path, default=None,
+                   help="send a saved batch to a fresh server, reporting each reply")
     opts = p.parse_args()
+    if opts.replay:
+        return replay(find_install_dir(), opts.replay)
     n = opts.commands or (100_000 if opts.long else 3_000)
     start = time.monotonic()
-    counts = run(find_install_dir(), opts.seed, n)
+    counts = run(find_install_dir(), opts.seed, n, save_dir=opts.save)
     print(counts.report(f"fuzz_ai seed {opts.seed}, {time.monotonic() - start:.0f} s"))
     return 0 if counts.crashes == counts.hangs == counts.violations == 0 else 1
 

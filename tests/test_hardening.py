@@ -11,7 +11,10 @@ with all three backends:
 """
 from __future__ import annotations
 
+import io
 import pathlib
+import struct
+import zipfile
 from typing import Iterator
 
 import numpy as np
@@ -307,3 +310,43 @@ def test_restore_of_huge_tensor_and_script_counts_is_an_error(c, srv):
         assert isinstance(restore_fields(c, p, fields), RespError), huge
     assert c.execute("EXISTS", "x") == 0
     assert_ok(restore_fields(c, p, f))
+
+
+# --------------------------------------------------------------------------------------
+# Found by tests/fuzz_ai.py: a TorchScript archive with flipped bits in a deflated member
+# --------------------------------------------------------------------------------------
+
+def deflated_code_member(blob: bytes) -> tuple[int, int]:
+    """(offset, length) of the compressed bytes of the archive's code/ member."""
+    z = zipfile.ZipFile(io.BytesIO(blob))
+    info = next(i for i in z.infolist() if i.filename.endswith(".py"))
+    assert info.compress_type == zipfile.ZIP_DEFLATED
+    name_len, extra_len = struct.unpack("<HH", blob[info.header_offset + 26:info.header_offset + 30])
+    return info.header_offset + 30 + name_len + extra_len, info.compress_size
+
+
+def test_torch_archive_with_flipped_bits_is_refused(c):
+    # libtorch reads zips with CRC checks compiled out: these two flips (one in the deflated
+    # code, one in its debug pickle) crashed its TorchScript lexer (SIGSEGV in
+    # StringCordView::find) on MODELSET/MODELSTORE.
+    blob = bytearray(tm.add().blob)
+    start, size = deflated_code_member(bytes(blob))
+    bad = bytearray(blob)
+    bad[start + size // 2] ^= 0x40
+    reply = c.execute("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", bytes(bad))
+    assert isinstance(reply, RespError), reply
+    assert reply.startswith("ERR corrupt TorchScript archive: code/"), reply
+    # Single flipped bits all over the deflated code: the server stays up, and each flip is
+    # refused (the inflated text fails its CRC-32, or does not inflate) unless it leaves the
+    # inflated text as it was (a block header bit such as BFINAL): then the model is intact.
+    accepted = []
+    for i in range(start, start + size):
+        for bit in (0x01, 0x40):
+            bad = bytearray(blob)
+            bad[i] ^= bit
+            reply = c.execute("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", bytes(bad))
+            if not isinstance(reply, RespError):
+                accepted.append((i, bit))
+    assert len(accepted) <= 4, accepted
+    assert c.execute("PING") == "PONG"
+    assert_ok(c.execute("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", bytes(blob)))
