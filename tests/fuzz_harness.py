@@ -51,6 +51,7 @@ class Counts:
     hangs: int = 0
     violations: int = 0
     by_command: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    error_kinds: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     findings: list[str] = dataclasses.field(default_factory=list)
 
     def report(self, title: str) -> str:
@@ -59,6 +60,9 @@ class Counts:
                  f"violations {self.violations}"]
         for name, n in sorted(self.by_command.items()):
             lines.append(f"  {name:22} {n}")
+        lines.append("  most frequent error replies:")
+        for text, n in self.error_kinds.most_common(10):
+            lines.append(f"  {n:8}  {text}")
         lines += [f"  FINDING {f}" for f in self.findings[:50]]
         return "\n".join(lines)
 
@@ -120,6 +124,8 @@ class Target:
             return "crash", None
         if has_error(reply):
             counts.errors += 1
+            if isinstance(reply, RespError):
+                counts.error_kinds[str(reply)[:60]] += 1
             return "error", reply
         counts.ok += 1
         return "ok", reply
