@@ -2,13 +2,13 @@
  * script_depth.c - see script_depth.h. A small lexer over Python's surface
  * syntax: strings, comments, line continuations, indentation, brackets,
  * operators and a few keywords. It never rejects what it does not
- * understand (libtorch does that); it only measures.
+ * understand (libtorch does that); it only measures. Plain C with no Redis
+ * calls: the TORCH backend links it too, to measure the code inside model
+ * archives.
  */
 #include "script_depth.h"
 
 #include <string.h>
-
-#include "redismodule.h"
 
 typedef struct Scan {
     const char *s;
@@ -18,13 +18,13 @@ typedef struct Scan {
     size_t limit;
     /* Indentation: one entry per open block, with the elifs seen so far in
      * the if-chain at that level. */
-    size_t *widths;
-    size_t *elifs;
+    size_t widths[RAI_SCRIPT_MAX_DEPTH + 2];
+    size_t elifs[RAI_SCRIPT_MAX_DEPTH + 2];
     size_t nblocks;
     size_t base; /* blocks + elifs enclosing the current logical line */
     /* Brackets: operators seen at each level since it opened or since its
      * last comma; level 0 is outside any bracket. */
-    size_t *ops;
+    size_t ops[RAI_SCRIPT_MAX_DEPTH + 2];
     size_t nbrackets;
     size_t expr; /* open brackets + every ops[] entry */
     int prev_operand;
@@ -122,16 +122,14 @@ static void addOp(Scan *sc) {
 }
 
 int ScriptDepth_Within(const char *src, size_t len, size_t limit, size_t *line) {
-    Scan sc = {
-        .s = src,
-        .len = len,
-        .line = 1,
-        .limit = limit,
-        .widths = RedisModule_Calloc(limit + 2, sizeof(size_t)),
-        .elifs = RedisModule_Calloc(limit + 2, sizeof(size_t)),
-        .nblocks = 1,
-        .ops = RedisModule_Calloc(limit + 2, sizeof(size_t)),
-    };
+    if (limit > RAI_SCRIPT_MAX_DEPTH) limit = RAI_SCRIPT_MAX_DEPTH;
+    Scan sc;
+    memset(&sc, 0, sizeof(sc));
+    sc.s = src;
+    sc.len = len;
+    sc.line = 1;
+    sc.limit = limit;
+    sc.nblocks = 1;
     int ok = startLine(&sc);
     while (ok && sc.i < sc.len) {
         unsigned char c = (unsigned char)sc.s[sc.i];
@@ -198,8 +196,5 @@ int ScriptDepth_Within(const char *src, size_t len, size_t limit, size_t *line) 
         if (tooDeep(&sc)) ok = 0;
     }
     if (!ok && line) *line = sc.line;
-    RedisModule_Free(sc.widths);
-    RedisModule_Free(sc.elifs);
-    RedisModule_Free(sc.ops);
     return ok;
 }

@@ -30,8 +30,17 @@
 
 #define RAI_SCRIPT_MAX_DEPTH 256
 
-/* 1 when src nests at most `limit` levels deep; otherwise 0 with *line the
- * 1-based line where it first went deeper. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when src nests at most `limit` (at most RAI_SCRIPT_MAX_DEPTH) levels
+ * deep; otherwise 0 with *line the 1-based line where it first went deeper.
+ * Also used by the TORCH backend on the code inside model archives. */
 int ScriptDepth_Within(const char *src, size_t len, size_t limit, size_t *line);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -351,3 +351,37 @@ def test_torch_archive_with_flipped_bits_is_refused(c):
     assert len(accepted) <= 4, accepted
     assert c.execute("PING") == "PONG"
     assert_ok(c.execute("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", bytes(blob)))
+
+
+def with_nested_code(blob: bytes, n: int) -> bytes:
+    """The Add model's archive rewritten (valid CRCs) with its forward's return expression
+    inside n pairs of brackets: what a crafted model can carry."""
+    zin = zipfile.ZipFile(io.BytesIO(blob))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename.endswith(".debug_pkl"):
+                continue  # its source ranges would no longer match
+            if info.filename.endswith(".py"):
+                text = data.decode()
+                assert "return torch.add(a, b)" in text, text
+                data = text.replace("return torch.add(a, b)",
+                                    "return " + "(" * n + "torch.add(a, b)" + ")" * n).encode()
+            zout.writestr(info.filename, data)
+    return out.getvalue()
+
+
+def test_torch_model_code_nested_too_deep_is_refused(c):
+    # The code inside a TorchScript archive goes through the same recursive parser as a
+    # script: 20,000 brackets crashed the server (SIGSEGV) at MODELSTORE.
+    blob = tm.add().blob
+    assert_error_startswith(
+        c.execute("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", with_nested_code(blob, 20000)),
+        "ERR TorchScript model code nests deeper than 256 levels (code/")
+    assert c.execute("EXISTS", "m") == 0
+    # a few brackets are fine, and the rewritten model runs
+    assert_ok(c.execute("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", with_nested_code(blob, 10)))
+    put(c, "a", np.ones((2, 3), dtype=np.float32))
+    assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "a", "OUTPUTS", 1, "o"))
+    assert np.array_equal(get(c, "o"), np.full((2, 3), 2, dtype=np.float32))

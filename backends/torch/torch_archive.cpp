@@ -10,8 +10,15 @@
  * the zip's central directory are compared with what libtorch's own reader
  * inflates. Tensor storages (data/N) are not parsed, only copied, and are
  * skipped: checking them would cost a pass over the weights.
+ *
+ * The code members are TorchScript source, compiled by the same recursive
+ * parser as AI.SCRIPTSTORE's: they get the same nesting limit (see
+ * module/script_depth.h), or a crafted archive with valid CRCs and code
+ * 20,000 brackets deep would overflow the main thread's stack.
  */
 #include <caffe2/serialize/inline_container.h>
+
+#include "script_depth.h"
 
 #include <array>
 #include <cstdint>
@@ -119,8 +126,16 @@ void verify_archive(const char *blob, size_t len,
             continue;
         }
         auto [data, size] = archive.getRecord(rel);
-        if (crc32(static_cast<const uint8_t *>(data.get()), size) != m.crc) {
+        const char *bytes = static_cast<const char *>(data.get());
+        if (crc32(reinterpret_cast<const uint8_t *>(bytes), size) != m.crc) {
             corrupt(rel + " fails its CRC-32 check");
+        }
+        size_t line = 0;
+        if (rel.size() > 3 && rel.compare(rel.size() - 3, 3, ".py") == 0 &&
+            !ScriptDepth_Within(bytes, size, RAI_SCRIPT_MAX_DEPTH, &line)) {
+            throw std::runtime_error("ERR TorchScript model code nests deeper than " +
+                                     std::to_string(RAI_SCRIPT_MAX_DEPTH) + " levels (" + rel +
+                                     " line " + std::to_string(line) + ")");
         }
     }
 }
