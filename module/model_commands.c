@@ -121,6 +121,7 @@ int ModelStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         if (p.minbatchsize > 0 && p.batchsize == 0) {
             return replyErr(ctx, "ERR MINBATCHSIZE specified without BATCHSIZE");
         }
+        if (p.minbatchsize > p.batchsize) return replyErr(ctx, RAI_MINBATCH_TOO_LARGE_MSG);
         pos += 2;
     }
     if (pos < argc && Args_TokenIs(argv[pos], "MINBATCHTIMEOUT")) {
@@ -233,6 +234,7 @@ int ModelSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.minbatchsize)) {
             return replyErr(ctx, "ERR Invalid argument for MINBATCHSIZE");
         }
+        if (p.minbatchsize > p.batchsize) return replyErr(ctx, RAI_MINBATCH_TOO_LARGE_MSG);
         pos += 2;
     }
     if (pos < argc && Args_TokenIs(argv[pos], "MINBATCHTIMEOUT")) {

@@ -9,6 +9,7 @@
  */
 #include "model_type.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "backend_loader.h"
@@ -55,43 +56,66 @@ static void freeFields(ModelFields *f) {
     if (f->blob) RedisModule_Free(f->blob);
 }
 
+/* U count, then count Buf* names. The count comes from the payload: the
+ * array grows with the names actually read, so a count of 2^62 in a short
+ * payload ends in a read error, not in a huge allocation. */
 static char **loadNames(RedisModuleIO *io, size_t *n) {
-    *n = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || *n > MAX_NAMES) {
-        *n = 0;
-        return NULL;
-    }
-    char **v = RedisModule_Calloc(*n ? *n : 1, sizeof(char *));
-    for (size_t i = 0; i < *n; i++) {
-        v[i] = RdbIO_LoadCString(io, NULL);
-        if (v[i] == NULL) {
+    uint64_t want = RedisModule_LoadUnsigned(io);
+    *n = 0;
+    if (RedisModule_IsIOError(io) || want > MAX_NAMES) return NULL;
+    size_t cap = 4;
+    char **v = RedisModule_Calloc(cap, sizeof(char *));
+    for (uint64_t i = 0; i < want; i++) {
+        char *name = RdbIO_LoadCString(io, NULL);
+        if (name == NULL) {
             freeStrings(v, *n);
             *n = 0;
             return NULL;
         }
+        if (*n == cap) {
+            cap *= 2;
+            v = RedisModule_Realloc(v, cap * sizeof(char *));
+        }
+        v[(*n)++] = name;
     }
     return v;
 }
 
-/* v1 and later: U total length, U chunk count, the chunks. */
+/* v1 and later: U total length, U chunk count, the chunks. Both numbers
+ * come from the payload and may be anything (2^62, 2^64-2): nothing is
+ * allocated from them. The blob grows with the chunks Redis actually read
+ * (each a string of the payload), and their sum must be the total. */
 static int loadChunkedBlob(RedisModuleIO *io, ModelFields *f) {
-    f->blob_len = RedisModule_LoadUnsigned(io);
-    size_t nchunks = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || nchunks > f->blob_len + 1) return 0;
-    f->blob = RedisModule_Alloc(f->blob_len ? f->blob_len : 1);
-    size_t off = 0;
-    for (size_t i = 0; i < nchunks; i++) {
+    uint64_t total = RedisModule_LoadUnsigned(io);
+    uint64_t nchunks = RedisModule_LoadUnsigned(io);
+    if (RedisModule_IsIOError(io) || total > SIZE_MAX - 1 || nchunks > total + 1) {
+        return 0;
+    }
+    size_t off = 0, cap = 0;
+    for (uint64_t i = 0; i < nchunks; i++) {
         size_t len = 0;
         char *chunk = RedisModule_LoadStringBuffer(io, &len);
-        if (RedisModule_IsIOError(io) || chunk == NULL || len > f->blob_len - off) {
+        if (RedisModule_IsIOError(io) || chunk == NULL || len > total - off) {
             if (chunk) RedisModule_Free(chunk);
             return 0;
+        }
+        if (f->blob == NULL && nchunks == 1) {
+            f->blob = chunk; /* the common case: one chunk, kept as read */
+            off = len;
+            break;
+        }
+        if (off + len > cap) {
+            cap = off + len > 2 * cap ? off + len : 2 * cap;
+            if (cap > total) cap = total;
+            f->blob = RedisModule_Realloc(f->blob, cap ? cap : 1);
         }
         memcpy(f->blob + off, chunk, len);
         off += len;
         RedisModule_Free(chunk);
     }
-    return off == f->blob_len;
+    if (f->blob == NULL) f->blob = RedisModule_Alloc(1);
+    f->blob_len = off;
+    return off == total;
 }
 
 static int loadFields(RedisModuleIO *io, int encver, ModelFields *f) {
@@ -122,6 +146,7 @@ static void *ModelRdbLoad(RedisModuleIO *io, int encver) {
 
     if (!loadFields(io, encver, &f) || (unsigned)f.backend >= RAI_BACKEND_KINDS ||
         f.batchsize < 0 || f.minbatchsize < 0 || f.minbatchtimeout < 0 ||
+        f.minbatchsize > f.batchsize ||
         !Device_ParseLoose(f.device, &kind, &id)) {
         goto ioerr;
     }

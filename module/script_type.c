@@ -11,6 +11,7 @@
  */
 #include "script_type.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "backend_loader.h"
@@ -50,13 +51,19 @@ static int loadFields(RedisModuleIO *io, int encver, ScriptFields *f) {
     f->source = RdbIO_LoadCString(io, &f->source_len);
     if (f->device == NULL || f->tag == NULL || f->source == NULL) return 0;
     if (encver < 3) return 1;
-    size_t n = RedisModule_LoadUnsigned(io);
+    /* The count is the payload's: the array grows with the names read. */
+    uint64_t n = RedisModule_LoadUnsigned(io);
     if (RedisModule_IsIOError(io) || n > MAX_ENTRY_POINTS) return 0;
-    f->eps = RedisModule_Calloc(n ? n : 1, sizeof(char *));
-    f->neps = n;
-    for (size_t i = 0; i < n; i++) {
-        f->eps[i] = RdbIO_LoadCString(io, NULL);
-        if (f->eps[i] == NULL) return 0;
+    size_t cap = 4;
+    f->eps = RedisModule_Calloc(cap, sizeof(char *));
+    for (uint64_t i = 0; i < n; i++) {
+        char *ep = RdbIO_LoadCString(io, NULL);
+        if (ep == NULL) return 0;
+        if (f->neps == cap) {
+            cap *= 2;
+            f->eps = RedisModule_Realloc(f->eps, cap * sizeof(char *));
+        }
+        f->eps[f->neps++] = ep;
     }
     return 1;
 }

@@ -35,11 +35,31 @@ static void freeFields(TensorFields *f) {
     if (f->offsets) RedisModule_Free(f->offsets);
 }
 
+/* Reads n numbers of the payload into a new array that grows with what is
+ * actually read: n comes from the payload and is not trusted for an
+ * allocation. NULL on a read error (an array of 1 for n = 0). */
+static void *loadNumbers(RedisModuleIO *io, uint64_t n, int is_signed) {
+    size_t cap = 8;
+    uint64_t *v = RedisModule_Alloc(cap * sizeof(uint64_t));
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t x = is_signed ? (uint64_t)RedisModule_LoadSigned(io) : RedisModule_LoadUnsigned(io);
+        if (RedisModule_IsIOError(io)) {
+            RedisModule_Free(v);
+            return NULL;
+        }
+        if (i == cap) {
+            cap *= 2;
+            v = RedisModule_Realloc(v, cap * sizeof(uint64_t));
+        }
+        v[i] = x;
+    }
+    return v;
+}
+
 static int loadDims(RedisModuleIO *io, TensorFields *f) {
     if (RedisModule_IsIOError(io) || f->ndims < 0 || f->ndims > MAX_NDIMS) return 0;
-    f->dims = RedisModule_Alloc(sizeof(int64_t) * (f->ndims ? f->ndims : 1));
-    for (int64_t i = 0; i < f->ndims; i++) f->dims[i] = RedisModule_LoadSigned(io);
-    return !RedisModule_IsIOError(io);
+    f->dims = loadNumbers(io, (uint64_t)f->ndims, 1);
+    return f->dims != NULL;
 }
 
 static int loadV4(RedisModuleIO *io, TensorFields *f) {
@@ -48,13 +68,16 @@ static int loadV4(RedisModuleIO *io, TensorFields *f) {
     f->ndims = RedisModule_LoadSigned(io);
     if (!loadDims(io, f)) return 0;
     f->data = RedisModule_LoadStringBuffer(io, &f->nbytes);
-    if (RedisModule_IsIOError(io)) return 0;
+    if (RedisModule_IsIOError(io) || f->data == NULL) return 0;
     if (!DType_IsString(f->dtype)) return 1;
-    size_t len = Tensor_ShapeLength(f->dims, (int)f->ndims);
+    size_t len = 1;
+    for (int64_t i = 0; i < f->ndims; i++) {
+        if (f->dims[i] < 0 || (f->dims[i] && len > SIZE_MAX / (size_t)f->dims[i])) return 0;
+        len *= (size_t)f->dims[i];
+    }
     if (len > f->nbytes) return 0; /* each element holds at least its NUL */
-    f->offsets = RedisModule_Alloc(sizeof(uint64_t) * (len ? len : 1));
-    for (size_t i = 0; i < len; i++) f->offsets[i] = RedisModule_LoadUnsigned(io);
-    return !RedisModule_IsIOError(io);
+    f->offsets = loadNumbers(io, len, 0);
+    return f->offsets != NULL;
 }
 
 static int loadV0(RedisModuleIO *io, TensorFields *f) {

@@ -112,8 +112,18 @@ static TF_Tensor *string_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
     return tft;
 }
 
+/* TensorShape::MaxDimensions() in tensorflow/core/framework/tensor_shape.h.
+ * TF_NewTensor does not return an error for more: TensorShape's CHECK
+ * aborts the whole process. */
+#define TF_MAX_DIMS 254
+
 TF_Tensor *tf_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
     TF_DataType tf;
+    if (host->tensor_ndims(t) > TF_MAX_DIMS) {
+        host->error_set(err, "ERR TF: an input tensor has more dimensions than TensorFlow "
+                             "accepts (254)");
+        return NULL;
+    }
     if (!tf_type_of(host->tensor_dtype(t), &tf)) {
         host->error_set(err, "ERR unsupported input type");
         return NULL;

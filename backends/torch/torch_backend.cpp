@@ -445,6 +445,14 @@ bool flatten_tensors(const c10::IValue &v, bool skip_non_tensor_members,
 
 namespace {
 
+}  // namespace
+
+/* torch_archive.cpp: throws unless every parsed member matches its CRC-32. */
+void verify_archive(const char *blob, size_t len,
+                    std::shared_ptr<caffe2::serialize::ReadAdapterInterface> reader);
+
+namespace {
+
 /* The blob, read in place: torch::jit::load copies what it keeps. */
 class BlobReader final : public caffe2::serialize::ReadAdapterInterface {
 public:
@@ -522,6 +530,7 @@ void *torch_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_E
         c10::Device device = device_for(spec->device, spec->device_id);
 
         auto reader = std::make_shared<BlobReader>(spec->blob, spec->blob_len);
+        verify_archive(spec->blob, spec->blob_len, reader);
         auto m = std::make_unique<TorchModel>(
             TorchModel{torch::jit::load(reader, device), device, 0});
         m->module.eval();
