@@ -25,7 +25,7 @@ if [ "${#files[@]}" -eq 0 ]; then
     files=(tests/test_tensors.py tests/test_dag.py tests/test_persistence.py
            tests/test_rdb_legacy.py tests/test_dump_restore.py)
     # The fuzz tests (issue 10), whatever they are called, once they exist.
-    for f in tests/test_fuzz*.py; do [ -e "$f" ] && files+=("$f"); done
+    for f in tests/test_*fuzz*.py; do [ -e "$f" ] && files+=("$f"); done
 fi
 
 start=$(date +%s)
