@@ -2,9 +2,10 @@
 
     python ci/asan_scan.py RUN_DIR
 
-RUN_DIR/servers lists one server dir per line (written by ci/asan/redis-server).
-In each dir, asan.<pid> holds what ASan/LeakSanitizer reported (suppressed leaks
-are only counted in its "Suppressions used" table) and redis.log what Redis said.
+RUN_DIR/servers lists "<pid> <server dir>" per server start (written by
+ci/asan/redis-server). RUN_DIR/asan.<pid> holds what ASan/LeakSanitizer reported
+for that server (suppressed leaks are only counted in its "Suppressions used"
+table); redis.log in the server dir, when the test left it, what Redis said.
 A finding is any sanitizer ERROR, a LeakSanitizer fatal error, or a Redis crash
 report. Prints each finding's head and a summary; exit status 1 when there is one,
 or when no server ran under the wrapper at all (the run would prove nothing).
@@ -64,24 +65,23 @@ def _scan_redis_log(path: Path, findings: list[Finding]) -> None:
 
 def scan(run_dir: Path) -> int:
     listing = run_dir / "servers"
-    dirs = list(dict.fromkeys(listing.read_text().split("\n"))) if listing.is_file() else []
-    dirs = [Path(d) for d in dirs if d]
+    starts = [ln.split(" ", 1) for ln in listing.read_text().splitlines()] if listing.is_file() else []
+    dirs = list(dict.fromkeys(Path(d) for _, d in starts))
     findings: list[Finding] = []
     suppressed: Counter[str] = Counter()
-    logs = 0
+    logs = sorted(run_dir.glob("asan.*"))
+    for log in logs:
+        _scan_asan_log(log, findings, suppressed)
     for d in dirs:
-        for log in sorted(d.glob("asan.*")):
-            logs += 1
-            _scan_asan_log(log, findings, suppressed)
         if (d / "redis.log").is_file():
             _scan_redis_log(d / "redis.log", findings)
     for f in findings:
         print(f"[asan] FINDING in {f.where}: {f.title}\n{f.text}\n", flush=True)
-    print(f"[asan] servers started under ASan: {len(dirs)}; logs with output: {logs}; "
-          f"findings: {len(findings)}")
+    print(f"[asan] server starts under ASan: {len(starts)} (in {len(dirs)} dirs); "
+          f"logs with output: {len(logs)}; findings: {len(findings)}")
     for template, count in sorted(suppressed.items()):
         print(f"[asan] suppressed (ci/asan/lsan.supp) {template}: {count} leak report(s)")
-    if not dirs:
+    if not starts:
         print(f"[asan] no server ran under ci/asan/redis-server ({listing} is missing): "
               "the run proves nothing", file=sys.stderr)
         return 1
