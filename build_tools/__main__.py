@@ -24,10 +24,16 @@ def _parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="configure, compile and lay out the install tree")
     b.add_argument("--variant", default="cpu", help="backend variant name (default: cpu)")
     b.add_argument("-j", "--jobs", type=int, default=2, help="parallel compile jobs (default: 2)")
+    b.add_argument("--sanitize", choices=sorted(paths.SANITIZERS), default="",
+                   help="build the module and backends with a sanitizer into build-asan/ and "
+                        "install-asan/redisai-<version>/ (frameworks as shipped; "
+                        "see ci/asan-tests.sh)")
 
     c = sub.add_parser("check", help="verify an install tree's ELF files")
     c.add_argument("install", nargs="?", type=Path,
                    help="install tree (default: the newest install/redisai-*)")
+    c.add_argument("--sanitize", choices=sorted(paths.SANITIZERS), default="",
+                   help="check the sanitized tree (install-asan/redisai-<version>/)")
 
     s = sub.add_parser("serve", help="exec redis-server with the module and all backends",
                        epilog="Other arguments go to redis-server before --loadmodule.")
@@ -62,10 +68,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"[headers] onnxruntime: {headers.onnxruntime_include_dir()}")
         elif args.command == "build":
             from .build import build
-            build(variant=args.variant, jobs=args.jobs)
+            build(variant=args.variant, jobs=args.jobs, sanitize=args.sanitize)
         elif args.command == "check":
             from .check import check_tree
-            return 0 if check_tree(_install_or_newest(args.install)) else 1
+            if args.sanitize and args.install is None:
+                tree = paths.sanitized_install_dir(args.sanitize)
+            else:
+                tree = _install_or_newest(args.install)
+            return 0 if check_tree(tree) else 1
         elif args.command == "serve":
             from .serve import serve
             serve(_install_or_newest(args.install), args.port, extra)

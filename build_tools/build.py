@@ -6,6 +6,10 @@
    environment whose backends/<name>/ folder has sources;
 3. cmake configure + build in build/ (Unix Makefiles), output shown as it comes;
 4. install/redisai-<version>/ laid out by layout.py.
+
+With sanitize="address" the same happens in build-asan/ and
+install-asan/redisai-<version>/, with cmake's REDISAI_SANITIZE=address: the
+module and the backends get AddressSanitizer, the frameworks stay as shipped.
 """
 from __future__ import annotations
 
@@ -76,14 +80,15 @@ def _include_dirs(fw: Framework) -> list[Path]:
 
 
 def configure_args(build_dir: Path, redismodule_dir: Path, chosen: list[Framework],
-                   variant: str, sha: str) -> list[str]:
+                   variant: str, sha: str, sanitize: str = "") -> list[str]:
     """The cmake configure command. Every backend's variables are passed, empty
     for backends not built, so a previous configure's values never linger."""
     args = ["cmake", "-S", str(paths.ROOT), "-B", str(build_dir), "-G", _GENERATOR,
             f"-DREDISAI_VERSION={pins.VERSION}",
             f"-DREDISAI_GIT_SHA={sha}",
             f"-DREDISMODULE_INCLUDE_DIR={redismodule_dir}",
-            f"-DREDISAI_BACKEND_VARIANT={variant}"]
+            f"-DREDISAI_BACKEND_VARIANT={variant}",
+            f"-DREDISAI_SANITIZE={sanitize}"]
     by_backend = {fw.spec.backend: fw for fw in chosen}
     for spec in FRAMEWORKS:
         fw = by_backend.get(spec.backend)
@@ -97,15 +102,22 @@ def configure_args(build_dir: Path, redismodule_dir: Path, chosen: list[Framewor
     return args
 
 
-def build(variant: str = "cpu", jobs: int = 2, build_dir: Path = paths.BUILD_DIR,
-          install: Path | None = None) -> Path:
+def build(variant: str = "cpu", jobs: int = 2, build_dir: Path | None = None,
+          install: Path | None = None, sanitize: str = "") -> Path:
     """The whole `build` command. Returns the install tree."""
     if shutil.which("cmake") is None:
         raise BuildError("cmake not found: run `python3 -m build_tools setup`")
     if not variant.isidentifier():
         raise BuildError(f"bad variant {variant!r}: use a plain name such as cpu or gpu")
+    if sanitize and sanitize not in paths.SANITIZERS:
+        raise BuildError(f"bad sanitizer {sanitize!r}: supported: {', '.join(paths.SANITIZERS)}")
+    if sanitize:
+        build_dir = build_dir or paths.sanitized_build_dir(sanitize)
+        install = install or paths.sanitized_install_dir(sanitize)
+    build_dir = build_dir or paths.BUILD_DIR
     install = install or paths.install_dir()
-    _say(f"RedisAI {pins.VERSION} ({pins.VERSION_NUM}), variant {variant}")
+    _say(f"RedisAI {pins.VERSION} ({pins.VERSION_NUM}), variant {variant}"
+         + (f", sanitizer {sanitize}" if sanitize else ""))
     redismodule_dir = headers.redismodule_include_dir()
     _say(f"redismodule.h from {redismodule_dir}")
     chosen = _select_backends()
@@ -116,7 +128,7 @@ def build(variant: str = "cpu", jobs: int = 2, build_dir: Path = paths.BUILD_DIR
         shutil.rmtree(build_dir)
     sha = git_sha()
     _say(f"cmake configure in {build_dir} (git {sha})")
-    run_quiet(configure_args(build_dir, redismodule_dir, chosen, variant, sha),
+    run_quiet(configure_args(build_dir, redismodule_dir, chosen, variant, sha, sanitize),
               "cmake configure")
     _say(f"cmake build -j{jobs}")
     try:

@@ -13,6 +13,11 @@ symlinks and are checked as links only):
 redisai.so: no RPATH/RUNPATH, NEEDED only the system runtime, the only
 export RedisModule_OnLoad.
 
+A tree built with `build --sanitize address` (install-asan/...) is recognised
+by redisai.so's NEEDED libasan.so.N; there, and only there, libasan.so.N from
+the system folders counts as part of the system runtime (the sanitized .so
+files need it; redis-server is started with it preloaded).
+
 ELF files are read with pyelftools (from the venv), never by parsing readelf.
 """
 from __future__ import annotations
@@ -43,6 +48,9 @@ def _system_dirs() -> tuple[Path, ...]:
 
 
 SYSTEM_DIRS: tuple[Path, ...] = _system_dirs()
+
+# AddressSanitizer's runtime: allowed as system runtime in a sanitized tree only.
+_ASAN_RUNTIME = re.compile(r"^libasan\.so(?:\.\d+)*$")
 
 
 # The ABI note of module/backend_abi.h (RAI_BACKEND_ABI_NOTE): name, type, kind numbers.
@@ -138,9 +146,14 @@ class Row:
 
 
 class _Checker:
-    def __init__(self, install: Path) -> None:
+    def __init__(self, install: Path, sanitized: bool = False) -> None:
         self.install = install
+        self.sanitized = sanitized
         self.rows: list[Row] = []
+
+    def _system_runtime(self, name: str) -> bool:
+        return bool(_SYSTEM_RUNTIME.match(name)
+                    or (self.sanitized and _ASAN_RUNTIME.match(name)))
 
     def rel(self, path: Path) -> str:
         try:
@@ -185,11 +198,11 @@ class _Checker:
                         seen.add(real)
                         libs.append(found)
                     continue
-                if not _SYSTEM_RUNTIME.match(name):
+                if not self._system_runtime(name):
                     row.needed_ok = False
                     row.problems.append(f"NEEDED {name} resolves outside the tree: {found}")
                     continue
-            if _SYSTEM_RUNTIME.match(name):
+            if self._system_runtime(name):
                 if any((d / name).exists() for d in SYSTEM_DIRS):
                     continue
                 row.needed_ok = False
@@ -299,7 +312,8 @@ def check_tree(install: Path) -> bool:
     core = install / "redisai.so"
     if not core.is_file():
         raise BuildError(f"{install} is not an install tree: no redisai.so")
-    checker = _Checker(install)
+    sanitized = any(_ASAN_RUNTIME.match(n) for n in read_elf(core, with_exports=False).needed)
+    checker = _Checker(install, sanitized)
     checker.check_core(core)
     backends = list(backend_libraries(install))
     for lib in backends:
@@ -309,6 +323,9 @@ def check_tree(install: Path) -> bool:
     if (install / "backends").is_dir():
         checker.check_links(install / "backends")
     print(f"[check] {install}")
+    if sanitized:
+        print("[check] note: AddressSanitizer tree (redisai.so needs libasan): libasan.so "
+              "counts as system runtime; load it with libasan preloaded (ci/asan-tests.sh)")
     _print_table(checker.rows)
     problems = [(r.file, p) for r in checker.rows for p in r.problems]
     if not backends:

@@ -13,6 +13,10 @@ CLIENT_VENV: Path = ROOT / ".venv-client"  # the PyPI redisai client (pins.CLIEN
 BUILD_DIR: Path = ROOT / "build"
 INSTALL_ROOT: Path = ROOT / "install"
 
+# Sanitized builds live apart from the normal tree (build-<kind>/, install-<kind>/),
+# so that nothing which picks "the newest install/redisai-*" ever gets one.
+SANITIZERS: dict[str, str] = {"address": "asan"}
+
 
 def venv_python(venv: Path = VENV) -> Path:
     return venv / "bin" / "python"
@@ -21,6 +25,16 @@ def venv_python(venv: Path = VENV) -> Path:
 def install_dir(version: str = pins.VERSION) -> Path:
     """install/redisai-<version>/, the tree `build` lays out."""
     return INSTALL_ROOT / f"redisai-{version}"
+
+
+def sanitized_build_dir(sanitize: str) -> Path:
+    """build-asan/ for --sanitize address."""
+    return ROOT / f"build-{SANITIZERS[sanitize]}"
+
+
+def sanitized_install_dir(sanitize: str, version: str = pins.VERSION) -> Path:
+    """install-asan/redisai-<version>/ for --sanitize address."""
+    return ROOT / f"install-{SANITIZERS[sanitize]}" / f"redisai-{version}"
 
 
 def newest_install_dir() -> Path | None:

@@ -37,7 +37,10 @@ class RedisServer:
 
     def __init__(self, module: pathlib.Path | None, module_args: Sequence[str] = (),
                  extra: Sequence[str] = (), env: dict[str, str] | None = None,
-                 exe: str = "redis-server", cwd: str | os.PathLike | None = None) -> None:
+                 exe: str | None = None, cwd: str | os.PathLike | None = None) -> None:
+        # REDISAI_TEST_SERVER_EXE: another redis-server executable, e.g. ci/asan/redis-server
+        # (AddressSanitizer preloaded into the server only; see ci/asan-tests.sh).
+        exe = exe or os.environ.get("REDISAI_TEST_SERVER_EXE") or "redis-server"
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="redisai-test-")
         self.logfile = pathlib.Path(self.dir) / "redis.log"
