@@ -486,6 +486,9 @@ def test_info_modules_tf_only(module_path, tf_backend_path):
             assert secs["ai_backends_info"] == [
                 ("ai_TensorFlow_version", em.framework_versions()["TF"])]
             assert secs["ai_backends_paths"] == [("ai_TensorFlow_path", str(tf_backend_path))]
+            # a tool asking for the section alone gets 1.2's lines and nothing more
+            assert parse_info(c.execute("INFO", "ai_backends_info")) == [
+                ("ai_backends_info", [("ai_TensorFlow_version", em.framework_versions()["TF"])])]
             assert secs["ai_load_time_configs"] == [
                 ("ai_threads_per_queue", "1"), ("ai_inter_op_parallelism", "0"),
                 ("ai_intra_op_parallelism", "0"), ("ai_model_execution_timeout", "5000"),
