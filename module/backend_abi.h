@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define RAI_ABI_MAJOR 1
-#define RAI_ABI_MINOR 3
+#define RAI_ABI_MINOR 4
 
 #define RAI_BACKEND_ENTRY_SYMBOL "RAI_BackendEntry"
 
@@ -162,6 +162,11 @@ typedef struct RAI_HostApi {
      * (e.g. `ERR model key is empty`). */
     int (*model_execute)(const char *key, size_t key_len, RAI_Tensor *const *inputs,
                          size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err);
+
+    /* --- 1.4: the engine's shape, for INFO --- */
+    /* Device run queues that exist now (each served by THREADS_PER_QUEUE
+     * workers); they are never removed. Main thread only. */
+    size_t (*run_queue_count)(void);
 } RAI_HostApi;
 
 /* What the core knows about a model when it asks a backend to build it. */
@@ -287,6 +292,8 @@ typedef const RAI_BackendDescriptor *(*RAI_BackendEntryFn)(const RAI_HostApi *ho
     (offsetof(RAI_HostApi, tensor_string_at) + sizeof(void *))
 #define RAI_HOST_API_SIZE_1_1 \
     (offsetof(RAI_HostApi, model_execute) + sizeof(void *))
+#define RAI_HOST_API_SIZE_1_4 \
+    (offsetof(RAI_HostApi, run_queue_count) + sizeof(void *))
 #define RAI_DESCRIPTOR_SIZE_1_0 \
     (offsetof(RAI_BackendDescriptor, model_run) + sizeof(void *))
 #define RAI_DESCRIPTOR_SIZE_1_1 \

@@ -366,6 +366,7 @@ static const RAI_HostApi host_api = {
     .redis_call = hostRedisCall,
     .call_reply_free = hostCallReplyFree,
     .model_execute = hostModelExecute,
+    .run_queue_count = RunQueue_Count,
 };
 
 const RAI_HostApi *HostApi_Get(void) {
