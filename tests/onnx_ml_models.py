@@ -90,26 +90,37 @@ def fit_softmax(x: np.ndarray, y: np.ndarray, classes: int, steps: int = 400,
     return w / std, b - (w / std) @ mean
 
 
+STRING_LABELS = ("thirty", "ten", "twenty")  # LABELS, named
+
+
 @functools.cache
-def classifier() -> Classifier:
+def classifier(string_labels: bool = False) -> Classifier:
+    """With string_labels, `label` is STRING and the maps are map(string, float), as
+    skl2onnx converts a classifier fitted on string targets."""
     onnx = _onnx()
     h, TP = onnx.helper, onnx.TensorProto
     x, y = iris_like()
     coef, intercept = fit_softmax(x, y, len(LABELS))
+    if string_labels:
+        key_type, classify, zip_labels = (TP.STRING, {"classlabels_strings": list(STRING_LABELS)},
+                                          {"classlabels_strings": list(STRING_LABELS)})
+    else:
+        key_type, classify, zip_labels = (TP.INT64, {"classlabels_ints": list(LABELS)},
+                                          {"classlabels_int64s": list(LABELS)})
     nodes = [
         h.make_node("LinearClassifier", ["X"], ["label", "probabilities"], domain=ML_DOMAIN,
                     coefficients=[float(v) for v in coef.ravel()],
                     intercepts=[float(v) for v in intercept],
-                    classlabels_ints=list(LABELS), multi_class=1, post_transform="SOFTMAX"),
+                    multi_class=1, post_transform="SOFTMAX", **classify),
         h.make_node("ZipMap", ["probabilities"], ["output_probability"], domain=ML_DOMAIN,
-                    classlabels_int64s=list(LABELS)),
+                    **zip_labels),
     ]
     seq_of_maps = h.make_sequence_type_proto(
-        h.make_map_type_proto(TP.INT64, h.make_tensor_type_proto(TP.FLOAT, [])))
+        h.make_map_type_proto(key_type, h.make_tensor_type_proto(TP.FLOAT, [])))
     graph = h.make_graph(
         nodes, "linear_classifier",
         [h.make_tensor_value_info("X", TP.FLOAT, ["N", FEATURES])],
-        [h.make_tensor_value_info("label", TP.INT64, ["N"]),
+        [h.make_tensor_value_info("label", key_type, ["N"]),
          h.make_value_info("output_probability", seq_of_maps)])
     return Classifier(blob=_model(graph), coef=coef, intercept=intercept, samples=x)
 

@@ -122,6 +122,25 @@ def test_zipmap_output_is_a_float_tensor_of_map_values_in_key_order(c):
     np.testing.assert_array_equal(label, np.sort(ml.LABELS)[proba.argmax(axis=1)])
 
 
+def test_zipmap_with_string_labels(c):
+    """map(string, float): the same rows, columns in the keys' (byte) order."""
+    model = ml.classifier(string_labels=True)
+    assert_ok(c.execute("AI.MODELSTORE", "clf", "ONNX", "CPU", "BLOB", model.blob))
+    x = model.samples[::9]
+    set_float(c, "x", x)
+    assert_ok(c.execute("AI.MODELEXECUTE", "clf", "INPUTS", 1, "x",
+                        "OUTPUTS", 2, "label", "proba"))
+    dtype, proba = get(c, "proba")
+    assert dtype == "FLOAT" and proba.shape == (len(x), 3), (dtype, proba.shape)
+    ref_label, ref_maps = ort_session(model.blob).run(None, {"X": x})
+    np.testing.assert_allclose(proba, maps_to_rows(ref_maps), rtol=1e-6, atol=1e-7)
+    order = np.argsort(ml.STRING_LABELS)  # ten, thirty, twenty
+    np.testing.assert_allclose(proba, model.predict_proba(x)[:, order], atol=1e-5)
+    dtype, label = get(c, "label")
+    assert dtype == "STRING", dtype
+    np.testing.assert_array_equal(label, ref_label)
+
+
 def test_zipmap_output_in_a_dag_and_a_single_sample(c):
     model = ml.classifier()
     assert_ok(c.execute("AI.MODELSTORE", "clf", "ONNX", "CPU", "BLOB", model.blob))
