@@ -354,21 +354,24 @@ void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
     if (n == 1) return runFrom(dags[0], q);
 
     RAI_DagOp *op0 = &dags[0]->ops[dags[0]->next_op];
+    /* Copied: once a DAG goes on (or fails) the main thread may free it, op0
+     * included, while this worker still releases the batch's tensors. */
+    const size_t ninputs = op0->ninputs, noutputs = op0->noutputs;
     long long *rows = RedisModule_Alloc(sizeof(long long) * n);
     long long total = 0;
     for (size_t k = 0; k < n; k++) total += rows[k] = Dag_BatchDim(dags[k]);
-    RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * op0->ninputs);
-    RAI_Tensor **outs = RedisModule_Calloc(op0->noutputs ? op0->noutputs : 1, sizeof(RAI_Tensor *));
-    for (size_t i = 0; i < op0->ninputs; i++) ins[i] = concatInputs(dags, n, i, total);
+    RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * ninputs);
+    RAI_Tensor **outs = RedisModule_Calloc(noutputs ? noutputs : 1, sizeof(RAI_Tensor *));
+    for (size_t i = 0; i < ninputs; i++) ins[i] = concatInputs(dags, n, i, total);
 
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
     RAI_Error err;
     Error_Init(&err);
     RAI_Model *m = op0->model;
     long long start = nowUs();
-    int rc = m->be->model_run(m->handle, &info, ins, op0->ninputs, outs, op0->noutputs, &err);
+    int rc = m->be->model_run(m->handle, &info, ins, ninputs, outs, noutputs, &err);
     long long duration = nowUs() - start;
-    for (size_t j = 0; rc == 0 && j < op0->noutputs; j++) {
+    for (size_t j = 0; rc == 0 && j < noutputs; j++) {
         if (outs[j] == NULL) {
             Error_Set(&err, "ERR Model did not generate the expected number of outputs");
             rc = -1;
@@ -395,8 +398,8 @@ void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
         }
     }
     Error_Clear(&err);
-    for (size_t i = 0; i < op0->ninputs; i++) Tensor_Release(ins[i]);
-    for (size_t j = 0; j < op0->noutputs; j++) Tensor_Release(outs[j]);
+    for (size_t i = 0; i < ninputs; i++) Tensor_Release(ins[i]);
+    for (size_t j = 0; j < noutputs; j++) Tensor_Release(outs[j]);
     RedisModule_Free(ins);
     RedisModule_Free(outs);
     RedisModule_Free(rows);
