@@ -12,7 +12,8 @@
  * arrays): every folder under BACKENDSPATH sorted by name, then every
  * loaded backend that lies outside them. Fields, in this order:
  *   name       folder name after "redisai_" (what LOADBACKEND takes); null
- *              for a backend loaded from elsewhere
+ *              for a backend loaded from outside those folders (its other
+ *              facts then come from the manifest beside its real file)
  *   kind       TF | TFLITE | TORCH | ONNX | unknown
  *   framework, version, variant, abi
  *              from the folder's manifest; else, when loaded, from the
