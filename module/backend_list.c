@@ -46,17 +46,18 @@ static const char *orUnknown(const char *s) {
     return s && s[0] ? s : UNKNOWN;
 }
 
+/* The manifest's fact; one it lacks from the loaded backend itself. */
+static const char *fact(const char *from_manifest, const char *from_backend) {
+    return orUnknown(from_manifest && from_manifest[0] ? from_manifest : from_backend);
+}
+
 /* One entry: a folder f, loaded (lb) or not. */
 static void replyEntry(RedisModuleCtx *ctx, const RAI_BackendFolder *f,
                        const RAI_LoadedBackend *lb) {
     const RAI_ManifestFacts *mf = f->manifest > 0 ? &f->facts : NULL;
     const RAI_BackendDescriptor *d = lb ? lb->desc : NULL;
     char abi[32] = "";
-    if (mf) {
-        snprintf(abi, sizeof(abi), "%s", mf->abi);
-    } else if (lb) {
-        snprintf(abi, sizeof(abi), "%u.%u", lb->abi_major, lb->abi_minor);
-    }
+    if (lb) snprintf(abi, sizeof(abi), "%u.%u", lb->abi_major, lb->abi_minor);
     const char *kind = f->has_kind ? Backend_KindName(f->kind) : UNKNOWN;
 
     replyMap(ctx, LIST_FIELDS);
@@ -65,14 +66,14 @@ static void replyEntry(RedisModuleCtx *ctx, const RAI_BackendFolder *f,
     field(ctx, "kind");
     RedisModule_ReplyWithCString(ctx, kind);
     field(ctx, "framework");
-    RedisModule_ReplyWithCString(ctx, orUnknown(mf ? mf->framework : d ? d->framework : NULL));
+    RedisModule_ReplyWithCString(ctx, fact(mf ? mf->framework : NULL, d ? d->framework : NULL));
     field(ctx, "version");
     RedisModule_ReplyWithCString(ctx,
-                                 orUnknown(mf ? mf->version : d ? d->framework_version : NULL));
+                                 fact(mf ? mf->version : NULL, d ? d->framework_version : NULL));
     field(ctx, "variant");
-    RedisModule_ReplyWithCString(ctx, orUnknown(mf ? mf->variant : d ? d->variant : NULL));
+    RedisModule_ReplyWithCString(ctx, fact(mf ? mf->variant : NULL, d ? d->variant : NULL));
     field(ctx, "abi");
-    RedisModule_ReplyWithCString(ctx, orUnknown(abi));
+    RedisModule_ReplyWithCString(ctx, fact(mf ? mf->abi : NULL, abi));
     field(ctx, "path");
     RedisModule_ReplyWithCString(ctx, f->so ? f->so : f->dir);
     field(ctx, "link");

@@ -16,8 +16,8 @@
  *              facts then come from the manifest beside its real file)
  *   kind       TF | TFLITE | TORCH | ONNX | unknown
  *   framework, version, variant, abi
- *              from the folder's manifest; else, when loaded, from the
- *              backend's descriptor and ABI note; else "unknown"
+ *              from the folder's manifest; what it lacks, when loaded, from
+ *              the backend's descriptor and ABI note; else "unknown"
  *   path       the backend's .so (the folder when its kind is unknown)
  *   link       the folder's symlink target (default links), else null
  *   manifest   "present", "missing", or why it cannot be read
