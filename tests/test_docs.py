@@ -58,7 +58,8 @@ def test_named_files_exist() -> None:
                                 _read(page)))
     assert len(named) > 20
     # Paths inside an install tree (backends/redisai_torch/redisai_torch.so) are not sources.
-    sources = {p for p in named if "<" not in p and not p.endswith(".so")}
+    sources = {p for p in named
+               if "<" not in p and not p.endswith(".so") and not p.startswith("backends/redisai_")}
     missing = sorted(p for p in sources if not (ROOT / p).exists())
     assert not missing, f"files named in docs/ that do not exist: {missing}"
 
