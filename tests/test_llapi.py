@@ -244,7 +244,7 @@ def test_tensor_create_errors(c: RawClient) -> None:
 def test_tensor_in_keys(c: RawClient) -> None:
     assert_ok(c.execute("LLAPI.TENSORSET", "t", "FLOAT", 2, 2, 2, "VALUES", 1, 2, 3, 4.5))
     assert c.execute("AI.TENSORGET", "t", "VALUES") == [b"1", b"2", b"3", b"4.5"]
-    assert c.execute("TYPE", "t") == "AI__TENSOR"
+    assert c.execute("TYPE", "t") == "AI_TENSOR"
     put(c, "u", np.arange(6, dtype=np.int32).reshape(3, 2))
     np.testing.assert_array_equal(tensor(c.execute("LLAPI.TENSORGET", "u")).array,
                                   np.arange(6, dtype=np.int32).reshape(3, 2))
@@ -478,3 +478,30 @@ def test_info_counts_llapi_runs(c: RawClient, model: TwoInputModel) -> None:
     # and like a command's run
     assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "out"))
     assert calls(c, "m") == 5
+
+
+# --- the test module's own commands declare their keys ----------------------------------
+
+def test_commands_declare_their_keys(srv: RedisServer, c: RawClient) -> None:
+    getkeys = [
+        (["LLAPI.MODELRUN", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c"], [b"m", b"a", b"b"]),
+        (["LLAPI.SCRIPTRUN_ASYNC", "s", "f", "INPUTS", 1, "a", "LIST", 2, "b", "d", "OUTPUTS", 1],
+         [b"s", b"a", b"b", b"d"]),
+        (["LLAPI.MODELCREATE", "ONNX", "CPU", "blob", "INPUTS", 1, "x", "OUTPUTS", 1, "y"], [b"x"]),
+        (["LLAPI.DAGRUN", "m", "s", "a", "add_all"], [b"m", b"s", b"a"]),
+        (["LLAPI.DAGSTRING", "|> AI.TENSORGET a", "a", "b"], [b"a", b"b"]),
+        (["LLAPI.TENSORCONCAT", "x", "y"], [b"x", b"y"]),
+    ]
+    for cmd, keys in getkeys:
+        assert c.execute("COMMAND", "GETKEYS", *cmd) == keys, cmd
+    # so ACL key patterns apply to them
+    put(c, "a", A)
+    put(c, "x", A)
+    assert_ok(c.execute("ACL", "SETUSER", "limited", "on", "nopass", "~a*", "+@all"))
+    with RawClient(srv.port) as limited:
+        assert_ok(limited.execute("AUTH", "limited", "x"))
+        tensor(limited.execute("LLAPI.TENSORGET", "a"))
+        assert_error_startswith(limited.execute("LLAPI.TENSORGET", "x"), "NOPERM")
+        assert_error_startswith(limited.execute("LLAPI.MODELRUN", "m", "INPUTS", 1, "a",
+                                                "OUTPUTS", 1, "c"), "NOPERM")
+    assert c.execute("ACL", "DELUSER", "limited") == 1
