@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pytest
 
+import engine_models
 import onnx_models as om
 import tf_graphs
 import torch_models as tm
@@ -377,6 +378,25 @@ def test_model_key_deleted_during_async_runs(srv: RedisServer, c: RawClient) -> 
             np.testing.assert_allclose(got, A + B)
     finally:
         runner.close()
+
+
+def test_async_runs_batch_with_commands(srv: RedisServer, c: RawClient) -> None:
+    """ModelRunAsync goes through RedisAI's run queue: with MINBATCHSIZE 2, an LLAPI run and
+    an AI.MODELEXECUTE of one row each run as one batch (the model outputs the batch size it
+    saw, and each caller gets its own rows back)."""
+    assert_ok(c.execute("AI.MODELSTORE", "bm", "ONNX", "CPU", "BATCHSIZE", 4, "MINBATCHSIZE", 2,
+                        "MINBATCHTIMEOUT", 10000, "BLOB", engine_models.onnx_batch_size_model()))
+    x1, x2 = A[:1], B[:1]
+    put(c, "x1", x1)
+    put(c, "x2", x2)
+    with RawClient(srv.port) as other:
+        c.send("LLAPI.MODELRUN_ASYNC", "bm", "INPUTS", 1, "x1", "OUTPUTS", 2, "bs", "y")
+        assert_ok(other.execute("AI.MODELEXECUTE", "bm", "INPUTS", 1, "x2", "OUTPUTS", 2, "bs2", "y2"))
+        bs, y = outputs(c.read())
+    np.testing.assert_array_equal(bs, np.full_like(x1, 2))
+    np.testing.assert_array_equal(y, 2 * x1)
+    np.testing.assert_array_equal(get(c, "bs2"), np.full_like(x2, 2))
+    np.testing.assert_array_equal(get(c, "y2"), 2 * x2)
 
 
 # --- scripts ----------------------------------------------------------------------------
