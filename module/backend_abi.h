@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define RAI_ABI_MAJOR 1
-#define RAI_ABI_MINOR 3
+#define RAI_ABI_MINOR 4
 
 #define RAI_BACKEND_ENTRY_SYMBOL "RAI_BackendEntry"
 
@@ -162,6 +162,14 @@ typedef struct RAI_HostApi {
      * (e.g. `ERR model key is empty`). */
     int (*model_execute)(const char *key, size_t key_len, RAI_Tensor *const *inputs,
                          size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err);
+
+    /* --- 1.4: error texts --- */
+    /* Moves the text recorded on err out of it and leaves err clear, so
+     * that the next error_set records again. NULL when none is recorded;
+     * free the text with free. Lets a backend wrap a text a host call
+     * recorded: TorchScript raises model_execute's error inside the script,
+     * and the client gets the interpreter's message around it. */
+    char *(*error_take)(RAI_Error *err);
 } RAI_HostApi;
 
 /* What the core knows about a model when it asks a backend to build it. */
@@ -287,6 +295,8 @@ typedef const RAI_BackendDescriptor *(*RAI_BackendEntryFn)(const RAI_HostApi *ho
     (offsetof(RAI_HostApi, tensor_string_at) + sizeof(void *))
 #define RAI_HOST_API_SIZE_1_1 \
     (offsetof(RAI_HostApi, model_execute) + sizeof(void *))
+#define RAI_HOST_API_SIZE_1_4 \
+    (offsetof(RAI_HostApi, error_take) + sizeof(void *))
 #define RAI_DESCRIPTOR_SIZE_1_0 \
     (offsetof(RAI_BackendDescriptor, model_run) + sizeof(void *))
 #define RAI_DESCRIPTOR_SIZE_1_1 \

@@ -24,7 +24,7 @@ typedef struct RAI_Config {
 
 extern RAI_Config rai_config;
 
-#define RAI_DEFAULT_MODEL_CHUNK_SIZE 536346624LL /* 511 MiB, as RedisAI 1.2 */
+#define RAI_DEFAULT_MODEL_CHUNK_SIZE (511LL * 1024 * 1024) /* 535822336, as RedisAI 1.2 */
 
 /* Sets defaults; module_path is the file redisai.so was loaded from. */
 void Config_Init(const char *module_path);

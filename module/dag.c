@@ -155,17 +155,39 @@ static int callBackend(RAI_DagOp *op, const RAI_RunInfo *info, RAI_Tensor **ins,
     return s->be->script_run(s->handle, info, &call, outs, &op->err);
 }
 
+/* SLOWLOG, INFO COMMANDSTATS and the latency histogram of a blocking
+ * command count the background time Redis is told about here, on top of
+ * the main thread's (as RedisAI 1.2 does). Only the backend run is
+ * measured, not the wait in a queue. A DAG is worked on by one worker at a
+ * time, so Start/End pairs of one blocked client never overlap; End comes
+ * before the DAG is unblocked or moved to another queue, after which the
+ * blocked client is no longer ours to touch. */
+static void measureStart(RAI_Dag *dag) {
+    if (dag->bc && RedisModule_BlockedClientMeasureTimeStart) {
+        RedisModule_BlockedClientMeasureTimeStart(dag->bc);
+    }
+}
+
+static void measureEnd(RAI_Dag *dag) {
+    if (dag->bc && RedisModule_BlockedClientMeasureTimeEnd) {
+        RedisModule_BlockedClientMeasureTimeEnd(dag->bc);
+    }
+}
+
 static void runOp(RAI_Dag *dag, RAI_DagOp *op) {
     RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * (op->ninputs ? op->ninputs : 1));
     RAI_Tensor **outs = RedisModule_Calloc(op->noutputs ? op->noutputs : 1, sizeof(RAI_Tensor *));
     for (size_t i = 0; i < op->ninputs; i++) ins[i] = dag->slots[op->inputs[i]];
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
+    /* Redis's interval encloses duration_us: SLOWLOG >= AI.INFO's figure. */
+    measureStart(dag);
     long long start = nowUs();
     /* A script's redis.execute / redisAI.model_execute act for the caller. */
     const RAI_Caller *prev = Caller_SetCurrent(&dag->caller);
     int rc = callBackend(op, &info, ins, outs);
     Caller_SetCurrent(prev);
     op->duration_us = nowUs() - start;
+    measureEnd(dag);
     for (size_t i = 0; rc == 0 && i < op->noutputs; i++) {
         if (outs[i] == NULL) {
             if (op->kind == DAG_OP_MODEL) {
@@ -330,9 +352,12 @@ void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
     RAI_Error err;
     Error_Init(&err);
     RAI_Model *m = op0->model;
+    /* Each request of the batch waited for the whole run: each is told it. */
+    for (size_t k = 0; k < n; k++) measureStart(dags[k]);
     long long start = nowUs();
     int rc = m->be->model_run(m->handle, &info, ins, op0->ninputs, outs, op0->noutputs, &err);
     long long duration = nowUs() - start;
+    for (size_t k = 0; k < n; k++) measureEnd(dags[k]);
     for (size_t j = 0; rc == 0 && j < op0->noutputs; j++) {
         if (outs[j] == NULL) {
             Error_Set(&err, "ERR Model did not generate the expected number of outputs");

@@ -46,6 +46,13 @@ static void hostErrorSet(RAI_Error *err, const char *fmt, ...) {
     va_end(ap);
 }
 
+static char *hostErrorTake(RAI_Error *err) {
+    if (err == NULL || err->msg == NULL) return NULL;
+    char *msg = err->msg;
+    err->msg = NULL;
+    return msg; /* RedisModule_Alloc'd: the backend frees it with hostFree */
+}
+
 static long long hostConfigGet(RAI_ConfigKey key) {
     switch (key) {
     case RAI_CONFIG_THREADS_PER_QUEUE: return rai_config.threads_per_queue;
@@ -378,6 +385,7 @@ static const RAI_HostApi host_api = {
     .redis_call = hostRedisCall,
     .call_reply_free = hostCallReplyFree,
     .model_execute = hostModelExecute,
+    .error_take = hostErrorTake,
 };
 
 const RAI_HostApi *HostApi_Get(void) {

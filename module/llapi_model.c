@@ -44,8 +44,10 @@ static const char *checkOpts(const RAI_ModelOpts *o) {
 }
 
 /* A model with no key (so no AI.INFO statistics), built as AI.MODELSTORE
- * builds one: backend 0 (TF), 2 (TORCH) or 3 (ONNX), loaded on first use;
- * TF needs its input and output names. The per-model parallelism options
+ * builds one: backend 0 (TF), 2 (TORCH) or 3 (ONNX), loaded on first use
+ * (EBACKENDNOTLOADED, with the reason, when that fails: always for 1,
+ * TFLITE, which this build has no backend for; EUNSUPPORTEDBACKEND for any
+ * other number); TF needs its input and output names. The per-model parallelism options
  * are ignored: the backends use the module's load-time settings. Needs
  * Redis's global lock (a command, or a thread holding it), as a backend
  * may be loaded and a run queue created. */
@@ -53,12 +55,7 @@ RAI_Model *RedisAI_ModelCreate(int backend, char *devicestr, char *tag, RAI_Mode
                                size_t ninputs, const char **inputs, size_t noutputs,
                                const char **outputs, const char *modeldef, size_t modellen,
                                RAI_Error *err) {
-    if (backend == RAI_BACKEND_TFLITE) {
-        fail(err, RedisAI_ErrorCode_EUNSUPPORTEDBACKEND,
-             "ERR unsupported backend: TFLITE" RAI_TFLITE_UNAVAILABLE);
-        return NULL;
-    }
-    if (backend != RAI_BACKEND_TF && backend != RAI_BACKEND_TORCH && backend != RAI_BACKEND_ONNX) {
+    if (backend < RAI_BACKEND_TF || backend > RAI_BACKEND_ONNX) {
         fail(err, RedisAI_ErrorCode_EUNSUPPORTEDBACKEND, "ERR unsupported backend");
         return NULL;
     }

@@ -1,8 +1,8 @@
 /*
  * module_info.c - the `ai_*` sections of INFO MODULES (spec 13), with two
  * additions over RedisAI 1.2: every loaded backend reports its real
- * framework version (Torch included, where 1.2 printed NA) and the path it
- * was loaded from.
+ * framework version (Torch included, where 1.2 printed NA), and a section
+ * of our own, ai_backends_paths, names the file each was loaded from.
  */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "module_info.h"
@@ -79,6 +79,9 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
                                      rai_config.model_execution_timeout);
     RedisModule_InfoAddFieldLongLong(ctx, "backend_memory_limit", rai_config.backend_memory_limit);
 
+    /* As 1.2: one <Framework>_version line per loaded backend, then what the
+     * backend adds itself (ONNX's three lines). Tools count this section's
+     * lines, so anything of ours beyond 1.2 goes to backends_paths. */
     RedisModule_InfoAddSection(ctx, "backends_info");
     for (int k = 0; k < RAI_BACKEND_KINDS; k++) {
         const RAI_LoadedBackend *b = Backend_Loaded((RAI_BackendKind)k);
@@ -86,11 +89,19 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
         char field[64];
         snprintf(field, sizeof(field), "%s_version", backend_fields[k]);
         RedisModule_InfoAddFieldCString(ctx, field, b->desc->framework_version);
-        snprintf(field, sizeof(field), "%s_path", backend_fields[k]);
-        RedisModule_InfoAddFieldCString(ctx, field, b->path);
         if (b->desc->size >= RAI_DESCRIPTOR_SIZE_1_2 && b->desc->info) {
             b->desc->info(ctx, addBackendField);
         }
+    }
+
+    /* Ours, beyond 1.2: the file each backend was loaded from. */
+    RedisModule_InfoAddSection(ctx, "backends_paths");
+    for (int k = 0; k < RAI_BACKEND_KINDS; k++) {
+        const RAI_LoadedBackend *b = Backend_Loaded((RAI_BackendKind)k);
+        if (b == NULL) continue;
+        char field[64];
+        snprintf(field, sizeof(field), "%s_path", backend_fields[k]);
+        RedisModule_InfoAddFieldCString(ctx, field, b->path);
     }
 
     RedisModule_InfoAddSection(ctx, "cpu");

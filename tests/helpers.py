@@ -12,7 +12,7 @@ LOAD_ERR = "ERR error loading backend: "
 WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
 TENSOR_EMPTY = "ERR tensor key is empty or in a different shard"
 MODEL_EMPTY = "ERR model key is empty"
-DEFAULT_CHUNK_SIZE = 536346624
+DEFAULT_CHUNK_SIZE = 535822336  # 511 * 1024 * 1024, RedisAI 1.2's default
 
 
 def arity(command: str) -> str:

@@ -17,6 +17,7 @@ What is checked, and the behaviour chosen:
 """
 from __future__ import annotations
 
+import os
 from typing import Iterator
 
 import numpy as np
@@ -135,8 +136,11 @@ def test_600_outputs_of_1mib_are_counted_and_refused_over_the_limit(c, how):
     assert used1 - used0 >= n * MiB - 256 * 1024, (used0, used1, n)
     assert used1 - used0 < n * MiB * 1.05, (used0, used1, n)
     assert used1 <= LIMIT + MiB, used1
-    # RSS: the outputs, plus what the frameworks keep; far from the 600 MiB of before
-    assert rss1 - rss0 < LIMIT + 100 * MiB, (rss0, rss1)
+    # RSS: the outputs, plus what the frameworks keep; far from the 600 MiB of before.
+    # Not under AddressSanitizer: its quarantine keeps freed blocks (256 MiB by default)
+    # and its shadow memory grows with every touched page, so RSS says nothing there.
+    if not os.environ.get("REDISAI_TEST_SERVER_EXE"):
+        assert rss1 - rss0 < LIMIT + 100 * MiB, (rss0, rss1)
     got = np.frombuffer(c.execute("AI.TENSORGET", f"out:{stored[-1]}", "BLOB"), np.float32)
     np.testing.assert_array_equal(got, X.ravel() * scale)
 

@@ -4,11 +4,12 @@ security holes), and blocking AI.* commands are refused inside scripts (fuzz cra
 One TORCH server per module with two ACL users, as the outside tester defined them:
   dev: +@all -@admin -@dangerous ~*        app: +@all -@admin -@dangerous ~app:*
 Through a script's redis.execute each of them gets exactly the NOPERM text Redis gives it
-for the same command sent directly, inside the script's error ("Redis command returned an
-error: <text>"); nothing the refused command would change changes; the ACL LOG names the
-user. redisAI.model_execute, the deprecated AI.MODELRUN / AI.SCRIPTRUN ops inside
-AI.DAGRUN(_RO), and AI._MODELSCAN / AI._SCRIPTSCAN are checked against key patterns too.
-redis.execute runs in the caller's DB, and with deny-oom under maxmemory.
+for the same command sent directly, raised in the script ("Redis command returned an error:
+<text>", inside the TorchScript interpreter's message, as RedisAI 1.2 replies); nothing the
+refused command would change changes; the ACL LOG names the user. redisAI.model_execute,
+the deprecated AI.MODELRUN / AI.SCRIPTRUN ops inside AI.DAGRUN(_RO), and AI._MODELSCAN /
+AI._SCRIPTSCAN are checked against key patterns too (model_execute's refusal is raised in
+the script as well). redis.execute runs in the caller's DB, and with deny-oom under maxmemory.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from conftest import ROOT, RedisServer
 from helpers import assert_error, assert_error_startswith, assert_ok
 from model_io import assert_same, get, put
 from resp import RawClient, RespError
+from script_errors import assert_script_error
 
 NOPERM_KEY = "NOPERM this user has no permissions to access one of the keys used as arguments"
 WRAP = "Redis command returned an error: "
@@ -159,7 +161,7 @@ def test_dev_gets_the_refusal_redis_gives_it(torch_server, admin, dev, command):
     assert isinstance(direct, RespError) and str(direct).startswith("NOPERM "), direct
     assert_ok(admin.execute("ACL", "LOG", "RESET"))
 
-    assert_error(run_call(dev, "s", "o", *command), WRAP + str(direct))
+    assert_script_error(run_call(dev, "s", "o", *command), WRAP + str(direct))
     # one ACL LOG entry, for dev, naming the command as Redis does
     [entry] = acl_log(admin)
     assert entry[b"username"] == b"dev" and entry[b"reason"] == b"command", entry
@@ -191,7 +193,7 @@ def test_eval_inside_redis_execute_runs_as_the_caller(admin, dev):
     lua = "return redis.call('FLUSHALL')"
     direct = dev.execute("EVAL", lua, 0)
     assert isinstance(direct, RespError), direct
-    assert_error(run_call(dev, "s", "o", "EVAL", lua, "0"), WRAP + str(direct))
+    assert_script_error(run_call(dev, "s", "o", "EVAL", lua, "0"), WRAP + str(direct))
     assert admin.execute("GET", "k") == b"v"
     assert_ok(run_call(dev, "s", "o", "EVAL", "return redis.call('SET', 'k', 'w')", "0"))
     assert admin.execute("GET", "k") == b"w"
@@ -235,10 +237,12 @@ def test_app_cannot_read_or_write_other_keys_through_a_script(admin, app):
     assert_error(direct_set, NOPERM_KEY)
     assert_ok(admin.execute("ACL", "LOG", "RESET"))
 
-    assert_error(app.execute("AI.SCRIPTEXECUTE", "app:s", "get_len", "KEYS", 1, "app:o",
-                             "ARGS", 1, "secret", "OUTPUTS", 1, "app:o"), WRAP + NOPERM_KEY)
-    assert_error(run_call(app, "app:s", "app:o", "SET", "secret", "x"), WRAP + NOPERM_KEY)
-    assert_error(run_call(app, "app:s", "app:o", "DEL", "app:x", "secret"), WRAP + NOPERM_KEY)
+    assert_script_error(app.execute("AI.SCRIPTEXECUTE", "app:s", "get_len", "KEYS", 1, "app:o",
+                                    "ARGS", 1, "secret", "OUTPUTS", 1, "app:o"),
+                        WRAP + NOPERM_KEY)
+    assert_script_error(run_call(app, "app:s", "app:o", "SET", "secret", "x"), WRAP + NOPERM_KEY)
+    assert_script_error(run_call(app, "app:s", "app:o", "DEL", "app:x", "secret"),
+                        WRAP + NOPERM_KEY)
     assert admin.execute("GET", "secret") == b"s3cr3t"
     assert admin.execute("EXISTS", "app:o") == 0
     log = acl_log(admin)  # Redis merges equal entries, counting them
@@ -262,7 +266,7 @@ def test_arity_and_unknown_commands_keep_redis_texts(torch_server, admin, app):
                     ("NOSUCHCOMMAND", "x")):
         direct = app.execute(*command)
         assert isinstance(direct, RespError), (command, direct)
-        assert_error(run_call(app, "app:s", "app:o", *command), WRAP + str(direct))
+        assert_script_error(run_call(app, "app:s", "app:o", *command), WRAP + str(direct))
     assert admin.execute("PING") == "PONG"
     assert torch_server.alive()
 
@@ -275,7 +279,7 @@ def test_channels_outside_the_users_pattern(admin, app):
     assert_error(direct, "NOPERM this user has no permissions to access one of the channels "
                          "used as arguments")
     assert_ok(admin.execute("ACL", "LOG", "RESET"))
-    assert_error(run_call(app, "app:s", "app:o", "PUBLISH", "news", "m"), WRAP + str(direct))
+    assert_script_error(run_call(app, "app:s", "app:o", "PUBLISH", "news", "m"), WRAP + str(direct))
     [entry] = acl_log(admin)
     assert entry[b"reason"] == b"channel" and entry[b"object"] == b"news", entry
     assert entry[b"username"] == b"app", entry
@@ -290,15 +294,17 @@ def test_app_cannot_run_another_model_through_model_execute(admin, app):
     put(app, "app:b", B)
     before = info_calls(admin, "sec:m")
     assert_ok(admin.execute("ACL", "LOG", "RESET"))
-    assert_error(app.execute("AI.SCRIPTEXECUTE", "app:s", "model", "INPUTS", 2, "app:a", "app:b",
-                             "ARGS", 1, "sec:m", "OUTPUTS", 1, "app:o"), NOPERM_KEY)
+    assert_script_error(app.execute("AI.SCRIPTEXECUTE", "app:s", "model", "INPUTS", 2, "app:a",
+                                    "app:b", "ARGS", 1, "sec:m", "OUTPUTS", 1, "app:o"),
+                        NOPERM_KEY)
     assert admin.execute("EXISTS", "app:o") == 0
     assert info_calls(admin, "sec:m") == before
     [entry] = acl_log(admin)
     assert entry[b"username"] == b"app" and entry[b"object"] == b"sec:m", entry
     # a missing key outside the pattern is refused the same way (no existence leak)
-    assert_error(app.execute("AI.SCRIPTEXECUTE", "app:s", "model", "INPUTS", 2, "app:a", "app:b",
-                             "ARGS", 1, "sec:none", "OUTPUTS", 1, "app:o"), NOPERM_KEY)
+    assert_script_error(app.execute("AI.SCRIPTEXECUTE", "app:s", "model", "INPUTS", 2, "app:a",
+                                    "app:b", "ARGS", 1, "sec:none", "OUTPUTS", 1, "app:o"),
+                        NOPERM_KEY)
     # its own model runs
     assert_ok(app.execute("AI.SCRIPTEXECUTE", "app:s", "model", "INPUTS", 2, "app:a", "app:b",
                           "ARGS", 1, "app:m", "OUTPUTS", 1, "app:o"))
@@ -415,8 +421,8 @@ def test_blocking_commands_are_refused_inside_scripts(torch_server, admin, comma
     store_script(admin, "s")
     put(admin, "a", A)
     put(admin, "b", B)
-    assert_error(run_call(admin, "s", "o", *command),
-                 WRAP + WOULD_BLOCK.format(command[0].upper()))
+    assert_script_error(run_call(admin, "s", "o", *command),
+                        WRAP + WOULD_BLOCK.format(command[0].upper()))
     assert admin.execute("EXISTS", "o", "o2") == 0
     assert admin.execute("PING") == "PONG"
     assert torch_server.alive()
@@ -425,8 +431,7 @@ def test_blocking_commands_are_refused_inside_scripts(torch_server, admin, comma
     # in a DAG op too
     reply = admin.execute("AI.DAGEXECUTE", "LOAD", 2, "a", "b", "|>", "AI.SCRIPTEXECUTE", "s",
                           "call", "ARGS", len(command), *command, "OUTPUTS", 1, "x")
-    assert isinstance(reply[0], RespError), reply
-    assert str(reply[0]) == WRAP + WOULD_BLOCK.format(command[0].upper()), reply
+    assert_script_error(reply[0], WRAP + WOULD_BLOCK.format(command[0].upper()))
 
 
 @pytest.fixture(scope="module")
@@ -484,7 +489,7 @@ def test_redis_execute_respects_maxmemory(module_path, torch_backend_path):
         mib = "x" * (1 << 20)
         reply = c.execute("AI.SCRIPTEXECUTE", "s", "fill", "KEYS", 1, "o", "ARGS", 2, 100, mib,
                           "OUTPUTS", 1, "o")
-        assert_error(reply, WRAP + "OOM command not allowed when used memory > 'maxmemory'.")
+        assert_script_error(reply, WRAP + "OOM command not allowed when used memory > 'maxmemory'.")
         info = c.execute("INFO", "memory").decode()
         used = int(next(l.split(":")[1] for l in info.splitlines()
                         if l.startswith("used_memory:")))

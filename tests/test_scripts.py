@@ -19,6 +19,7 @@ from conftest import RedisServer
 from helpers import MODEL_EMPTY, TENSOR_EMPTY, WRONGTYPE, arity, assert_error, assert_ok
 from model_io import assert_clean_error, assert_same, get, put
 from resp import RawClient, RespError
+from script_errors import INTERPRETER, assert_script_error
 
 SCRIPT_EMPTY = "ERR script key is empty"
 SRC = "<script source>"  # placeholder in argument tables, replaced by tm.SCRIPT
@@ -398,10 +399,12 @@ def test_script_runtime_error_is_one_line_without_backtrace(c):
     text = assert_clean_error(c.execute("AI.SCRIPTEXECUTE", "s", "bar", "INPUTS", 2, "a", "b",
                                         "OUTPUTS", 1, "o"))
     assert "size of tensor a (3) must match the size of tensor b (4)" in text, text
+    assert text.startswith(INTERPRETER), text  # libtorch's interpreter message, as in 1.2
     assert c.execute("EXISTS", "o") == 0
     # an index error inside the script (tensors[1] of a one-element list)
     text = assert_clean_error(c.execute("AI.SCRIPTEXECUTE", "s", "bar", "INPUTS", 1, "a",
                                         "OUTPUTS", 1, "o"))
+    assert text.startswith(INTERPRETER) and text.endswith(" out of range "), text
     assert c.execute("PING") == "PONG"
 
 
@@ -600,8 +603,10 @@ def test_redis_execute_set_get_incr(c):
 
 def test_redis_execute_error_reply(c):
     store_redis_script(c)
-    assert_error(c.execute("AI.SCRIPTEXECUTE", "r", "redis_error", "KEYS", 1, "x"),
-                 "Redis command returned an error: ERR wrong number of arguments for 'set' command")
+    # raised in the script: inside the TorchScript interpreter's message (RedisAI 1.2)
+    assert_script_error(
+        c.execute("AI.SCRIPTEXECUTE", "r", "redis_error", "KEYS", 1, "x"),
+        "Redis command returned an error: ERR wrong number of arguments for 'set' command")
     assert c.execute("EXISTS", "x") == 0
     assert c.execute("PING") == "PONG"
     # the script still works afterwards
@@ -619,8 +624,8 @@ def test_redisai_model_execute(c):
                         "OUTPUTS", 1, "o"))
     [want] = built.run(A, B)
     assert_same(get(c, "o"), want * 2)
-    assert_error(c.execute("AI.SCRIPTEXECUTE", "r", "model_run", "KEYS", 1, "nokey",
-                           "INPUTS", 2, "a", "b", "OUTPUTS", 1, "o2"), MODEL_EMPTY)
+    assert_script_error(c.execute("AI.SCRIPTEXECUTE", "r", "model_run", "KEYS", 1, "nokey",
+                                  "INPUTS", 2, "a", "b", "OUTPUTS", 1, "o2"), MODEL_EMPTY)
     assert c.execute("EXISTS", "o2") == 0
     assert c.execute("PING") == "PONG"
 

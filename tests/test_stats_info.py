@@ -8,7 +8,9 @@ skipped (NA) ops and timed-out requests count nothing; a request whose client we
 still counts. The stats table is global across DBs, keyed by name.
 
 INFO MODULES adds, over 1.2, the real framework version of every backend (Torch included,
-1.2 printed NA) and `ai_<Framework>_path` right after each `ai_<Framework>_version`.
+1.2 printed NA). `ai_backends_info` holds exactly 1.2's lines (one `ai_<Framework>_version`
+per loaded backend, then ONNX's three counters), since tools count that section's lines; our
+`ai_<Framework>_path` lines live in a section of their own, `ai_backends_paths`, after it.
 
 Servers: conftest's tf_server (one per module) for AI.INFO; a server with the three
 backends and non-default load-time settings for INFO MODULES (skipped while the Torch or
@@ -390,7 +392,7 @@ def ai_sections(c: RawClient) -> dict[str, list[tuple[str, str]]]:
     secs = parse_info(c.execute("INFO", "MODULES"))
     names = [n for n, _ in secs]
     assert names == ["Modules", "ai_versions", "ai_git", "ai_load_time_configs", "ai_backends_info",
-                     "ai_cpu"], names
+                     "ai_backends_paths", "ai_cpu"], names
     return dict(secs)
 
 
@@ -448,20 +450,23 @@ def test_info_modules_with_three_backends(three_backends):
         secs = ai_sections(c)
         be = secs["ai_backends_info"]
         names = [k for k, _ in be]
-        assert names[:6] == ["ai_TensorFlow_version", "ai_TensorFlow_path",
-                             "ai_Torch_version", "ai_Torch_path",
-                             "ai_onnxruntime_version", "ai_onnxruntime_path"], names
+        # 1.2's lines and nothing else: one version line per backend, then ONNX's counters
+        assert names[:3] == ["ai_TensorFlow_version", "ai_Torch_version",
+                             "ai_onnxruntime_version"], names
         f = dict(be)
         versions = em.framework_versions()
         assert f["ai_TensorFlow_version"] == versions["TF"]
         assert f["ai_Torch_version"] in torch_versions(), f"Torch version {f['ai_Torch_version']!r}"
         assert f["ai_onnxruntime_version"] == versions["ONNX"]
+        bp = secs["ai_backends_paths"]
+        assert [k for k, _ in bp] == ["ai_TensorFlow_path", "ai_Torch_path",
+                                      "ai_onnxruntime_path"], bp
         for kind, field in (("TF", "TensorFlow"), ("TORCH", "Torch"), ("ONNX", "onnxruntime")):
-            p = f[f"ai_{field}_path"]
+            p = dict(bp)[f"ai_{field}_path"]
             assert os.path.isabs(p) and os.path.samefile(p, paths[kind]), f"{field} path {p!r}"
         check_cpu_section(secs["ai_cpu"], {"CPU": 2})
         # spec 13: the ONNX backend's own fields follow (its allocator's counters)
-        assert names[6:] == ["ai_onnxruntime_memory", "ai_onnxruntime_memory_access_num",
+        assert names[3:] == ["ai_onnxruntime_memory", "ai_onnxruntime_memory_access_num",
                              "ai_onnxruntime_maximum_run_sessions_number"], names
         for k in ("ai_onnxruntime_memory", "ai_onnxruntime_memory_access_num",
                   "ai_onnxruntime_maximum_run_sessions_number"):
@@ -479,8 +484,11 @@ def test_info_modules_tf_only(module_path, tf_backend_path):
         with RawClient(srv.port) as c:
             secs = ai_sections(c)
             assert secs["ai_backends_info"] == [
-                ("ai_TensorFlow_version", em.framework_versions()["TF"]),
-                ("ai_TensorFlow_path", str(tf_backend_path))]
+                ("ai_TensorFlow_version", em.framework_versions()["TF"])]
+            assert secs["ai_backends_paths"] == [("ai_TensorFlow_path", str(tf_backend_path))]
+            # a tool asking for the section alone gets 1.2's lines and nothing more
+            assert parse_info(c.execute("INFO", "ai_backends_info")) == [
+                ("ai_backends_info", [("ai_TensorFlow_version", em.framework_versions()["TF"])])]
             assert secs["ai_load_time_configs"] == [
                 ("ai_threads_per_queue", "1"), ("ai_inter_op_parallelism", "0"),
                 ("ai_intra_op_parallelism", "0"), ("ai_model_execution_timeout", "5000"),
@@ -496,16 +504,20 @@ def test_info_modules_without_backends_and_after_lazy_load(module_path, install_
         with RawClient(srv.port) as c:
             secs = ai_sections(c)
             assert secs["ai_backends_info"] == [], secs["ai_backends_info"]
+            assert secs["ai_backends_paths"] == [], secs["ai_backends_paths"]
             torch_so = em.backend_path(install_dir, "TORCH")
             if not torch_so.exists():
                 pytest.skip(f"TORCH backend not built yet: {torch_so} is missing")
             # a lazy load (MODELSTORE with no TORCH backend yet) reports the default path
             assert_ok(c.execute("AI.MODELSTORE", "pt", "TORCH", "CPU", "BLOB",
                                 em.torch_times_three_model()))
-            be = dict(ai_sections(c)["ai_backends_info"])
-            assert list(be) == ["ai_Torch_version", "ai_Torch_path"], be
+            secs = ai_sections(c)
+            be = dict(secs["ai_backends_info"])
+            assert list(be) == ["ai_Torch_version"], be
             assert be["ai_Torch_version"] in torch_versions(), be
             assert be["ai_Torch_version"] != "NA"
-            assert os.path.samefile(be["ai_Torch_path"], torch_so), be
+            bp = dict(secs["ai_backends_paths"])
+            assert list(bp) == ["ai_Torch_path"], bp
+            assert os.path.samefile(bp["ai_Torch_path"], torch_so), bp
     finally:
         srv.stop()

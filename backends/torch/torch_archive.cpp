@@ -117,8 +117,12 @@ bool is_storage(const std::string &rel) {
 
 void verify_archive(const char *blob, size_t len,
                     std::shared_ptr<caffe2::serialize::ReadAdapterInterface> reader) {
-    std::vector<Member> members = central_directory(reinterpret_cast<const uint8_t *>(blob), len);
+    /* libtorch's reader first: a blob that is no archive at all gets
+     * libtorch's own text, as RedisAI 1.2 replied (`PytorchStreamReader
+     * failed reading zip archive: failed finding central directory`). Only
+     * what it accepts is checked further. */
     caffe2::serialize::PyTorchStreamReader archive(reader);
+    std::vector<Member> members = central_directory(reinterpret_cast<const uint8_t *>(blob), len);
     for (const Member &m : members) {
         size_t slash = m.name.find('/');
         std::string rel = slash == std::string::npos ? m.name : m.name.substr(slash + 1);

@@ -52,172 +52,74 @@ const std::string &thread_config_error() {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-    const char *ws = " \t\r\n\f\v";
-    size_t b = s.find_first_not_of(ws);
-    if (b == std::string_view::npos) {
-        return {};
+constexpr std::string_view kRaisedFrom = "Exception raised from";
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+    return s.substr(0, prefix.size()) == prefix;
+}
+
+/* A line of a C++ backtrace after its "Exception raised from" line:
+ * "frame #3: ..." (c10's own fetcher), or "C++ CapturedTraceback:" and
+ * "#3 ..." (the one torch's Python bindings install), or blank. */
+bool is_backtrace_line(std::string_view body) {
+    if (body.empty() || body[0] == '\n' || starts_with(body, "frame #") ||
+        starts_with(body, "C++ CapturedTraceback:")) {
+        return true;
     }
-    size_t e = s.find_last_not_of(ws);
-    return s.substr(b, e - b + 1);
+    return body.size() > 1 && body[0] == '#' && body[1] >= '0' && body[1] <= '9';
+}
+
+/* Leading blanks of a backtrace line ("  frame #3: ..."). */
+std::string_view skip_blanks(std::string_view s) {
+    size_t b = s.find_first_not_of(" \t");
+    return b == std::string_view::npos ? std::string_view() : s.substr(b);
 }
 
 }  // namespace
 
-std::string one_line(const std::string &text) {
+std::string without_cpp_backtrace(const std::string &text) {
+    if (text.find(kRaisedFrom) == std::string::npos) {
+        return text; /* the common case: nothing to take out */
+    }
+    /* c10's backtrace is "Exception raised from <fn> at <file>:<line>
+     * (most recent call first):" and then one line per frame; the
+     * interpreter appends such a what() after its own message
+     * when TORCH_SHOW_CPP_STACKTRACES is set. Each goes, up to the first
+     * line that is not a frame; the rest is kept byte for byte. */
     std::string out;
     bool in_backtrace = false;
     size_t pos = 0;
-    while (pos <= text.size()) {
+    while (pos < text.size()) {
         size_t nl = text.find('\n', pos);
-        if (nl == std::string::npos) {
-            nl = text.size();
-        }
-        std::string_view line = trim(std::string_view(text).substr(pos, nl - pos));
-        pos = nl + 1;
-
+        size_t end = nl == std::string::npos ? text.size() : nl + 1; /* with its newline */
+        std::string_view line = std::string_view(text).substr(pos, end - pos);
+        pos = end;
         if (in_backtrace) {
-            /* A C++ backtrace: "frame #N: ..." lines, until the first line
-             * that is not one (libtorch may add context after it). */
-            if (line.empty() || line.rfind("frame #", 0) == 0) {
+            if (is_backtrace_line(skip_blanks(line))) {
                 continue;
             }
             in_backtrace = false;
         }
-        size_t raised = line.find("Exception raised from");
+        size_t raised = line.find(kRaisedFrom);
         if (raised != std::string_view::npos) {
-            line = trim(line.substr(0, raised));
+            out.append(line.substr(0, raised));
             in_backtrace = true;
-        }
-        if (line.empty() || line.rfind("frame #", 0) == 0) {
             continue;
-        }
-        if (!out.empty()) {
-            out += ' ';
         }
         out.append(line);
     }
     return out;
 }
 
-namespace {
-
-std::vector<std::string_view> split_lines(std::string_view text) {
-    std::vector<std::string_view> lines;
-    size_t pos = 0;
-    while (pos <= text.size()) {
-        size_t nl = text.find('\n', pos);
-        if (nl == std::string_view::npos) {
-            nl = text.size();
-        }
-        lines.push_back(text.substr(pos, nl - pos));
-        pos = nl + 1;
-    }
-    return lines;
+std::string one_line(const std::string &text) {
+    std::string out = text;
+    std::replace_if(out.begin(), out.end(), [](char c) { return c == '\r' || c == '\n'; }, ' ');
+    return out;
 }
-
-bool is_ident_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '.';
-}
-
-/* "RuntimeError: ...", "builtins.ValueError: ...": a dotted name at column 0
- * followed by ": ". */
-bool is_exception_line(std::string_view line) {
-    if (line.empty() || !(is_ident_char(line[0]) && !(line[0] >= '0' && line[0] <= '9'))) {
-        return false;
-    }
-    size_t i = 0;
-    while (i < line.size() && is_ident_char(line[i])) {
-        i++;
-    }
-    return i + 1 < line.size() && line[i] == ':' && line[i + 1] == ' ';
-}
-
-/* A frame of a traced model's original-code traceback: "path(17): name". */
-bool is_traced_frame(std::string_view line) {
-    size_t close = line.find("): ");
-    if (close == std::string_view::npos || line.find(' ') < close) {
-        return false;
-    }
-    size_t open = line.rfind('(', close);
-    if (open == std::string_view::npos || open + 1 == close) {
-        return false;
-    }
-    for (size_t i = open + 1; i < close; i++) {
-        if (line[i] < '0' || line[i] > '9') {
-            return false;
-        }
-    }
-    return true;
-}
-
-constexpr std::string_view kInterpreterFailed =
-    "The following operation failed in the TorchScript interpreter.";
-
-/* The TorchScript interpreter's wrapping of a failed operation is
- *   The following operation failed in the TorchScript interpreter.
- *   Traceback of TorchScript[, serialized code] (most recent call last):
- *     File "<string>", line 3, in f
- *       <source lines> ~~~ <--- HERE
- *   [Traceback of TorchScript, original code ...: more frames]
- *   RuntimeError: <the error>
- * Kept: the error (without the generic "RuntimeError: "), then where it
- * happened: the innermost frame of the first traceback. */
-std::string condense_interpreter_error(const std::string &raw) {
-    std::vector<std::string_view> lines = split_lines(raw);
-    size_t last_frame = 0;
-    for (size_t i = 0; i < lines.size(); i++) {
-        if (lines[i].find("<--- HERE") != std::string_view::npos || is_traced_frame(lines[i])) {
-            last_frame = i;
-        }
-    }
-    size_t start = lines.size();
-    for (size_t i = last_frame + 1; i < lines.size(); i++) {
-        if (is_exception_line(lines[i])) {
-            start = i;
-            break;
-        }
-    }
-    if (start == lines.size()) {
-        return raw;
-    }
-    std::string where;
-    int tracebacks = 0;
-    for (size_t i = 0; i < start; i++) {
-        std::string_view t = trim(lines[i]);
-        if (t.rfind("Traceback of TorchScript", 0) == 0 && ++tracebacks > 1) {
-            break;
-        }
-        if (t.rfind("File \"", 0) == 0) {
-            where = std::string(t);
-        }
-    }
-    std::string msg;
-    for (size_t i = start; i < lines.size(); i++) {
-        msg.append(lines[i]);
-        msg += '\n';
-    }
-    constexpr std::string_view generic = "RuntimeError: ";
-    if (msg.rfind(generic, 0) == 0) {
-        msg.erase(0, generic.size());
-    }
-    msg = one_line(msg);
-    if (!where.empty()) {
-        msg += " (TorchScript " + where + ")";
-    }
-    return msg;
-}
-
-}  // namespace
 
 std::string error_text(const std::exception &e) {
     auto *ce = dynamic_cast<const c10::Error *>(&e);
-    std::string raw = ce ? ce->what_without_backtrace() : e.what();
-    if (std::string_view(raw).substr(0, kInterpreterFailed.size()) == kInterpreterFailed) {
-        return one_line(condense_interpreter_error(raw));
-    }
-    return one_line(raw);
+    return without_cpp_backtrace(ce ? ce->what_without_backtrace() : e.what());
 }
 
 void set_error(RAI_Error *err, const std::string &text) {
@@ -659,7 +561,7 @@ void apply_thread_config() {
         } catch (const std::exception &e) {
             thread_config_error_text =
                 "Cannot set number of intra-op threads after parallel work has started";
-            host->log(RAI_LOG_WARNING, "Torch: %s", error_text(e).c_str());
+            host->log(RAI_LOG_WARNING, "Torch: %s", one_line(error_text(e)).c_str());
         }
     }
     long long inter = inter_done ? 0 : host->config_get(RAI_CONFIG_INTER_OP_PARALLELISM);
@@ -672,7 +574,7 @@ void apply_thread_config() {
                 thread_config_error_text =
                     "Cannot set number of inter-op threads after parallel work has started";
             }
-            host->log(RAI_LOG_WARNING, "Torch: %s", error_text(e).c_str());
+            host->log(RAI_LOG_WARNING, "Torch: %s", one_line(error_text(e)).c_str());
         }
     }
 }
@@ -710,7 +612,7 @@ extern "C" const RAI_BackendDescriptor *RAI_BackendEntry(const RAI_HostApi *h, c
         apply_thread_config();
         return &descriptor;
     } catch (const std::exception &e) {
-        errbuf_set(errbuf, errlen, "Torch backend: " + error_text(e));
+        errbuf_set(errbuf, errlen, "Torch backend: " + one_line(error_text(e)));
     } catch (...) {
         errbuf_set(errbuf, errlen, "Torch backend: unknown error at load");
     }

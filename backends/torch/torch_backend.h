@@ -34,11 +34,19 @@ const std::string &thread_config_error();
  * thread: the entry and every create call it). */
 void apply_thread_config();
 
-/* libtorch's message without its C++ backtrace, on one line:
- * c10::Error::what_without_backtrace(); for any other exception what() cut
- * at "Exception raised from", "frame #" lines dropped, each line trimmed
- * and the lines joined with single spaces. */
+/* libtorch's message as RedisAI 1.2 replied it: e.what(), for a c10::Error
+ * what_without_backtrace(), with nothing changed but a C++ backtrace taken
+ * out (see without_cpp_backtrace). Newlines stay: set_error hands the text
+ * to the core, which turns each CR and LF into one space, as 1.2 did. A
+ * compile error is thus `expected def but found 'return' here:   File
+ * "<string>", line 1 return 1 ~~~~~~ <--- HERE ` and a failure in a run
+ * `The following operation failed in the TorchScript interpreter.
+ * Traceback of TorchScript ... RuntimeError: <inner error> `. */
 std::string error_text(const std::exception &e);
+/* text less every "Exception raised from ..." line and the "frame #N: ..."
+ * lines that follow it (c10's C++ backtrace); else unchanged. */
+std::string without_cpp_backtrace(const std::string &text);
+/* text with each CR and LF turned into a space (log lines, errbuf). */
 std::string one_line(const std::string &text);
 
 /* Records text on err (first error wins in the host). */

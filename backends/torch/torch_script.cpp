@@ -18,9 +18,11 @@
  * so the JIT never removes an unused call nor runs one at compile time.
  *
  * The built-ins talk to Redis only from a script run on a worker thread:
- * script_run publishes its error object in a thread-local for them. Their
- * own failures (a Redis error reply, a model error) become the script's
- * error text as such, without the TorchScript interpreter's wrapping.
+ * script_run publishes its error object in a thread-local for them. A
+ * built-in fails by raising its text inside the script, as RedisAI 1.2's
+ * did (`Redis command returned an error: <Redis's reply>`, the model's own
+ * error such as `ERR model key is empty`): the client gets the TorchScript
+ * interpreter's message around it, with the script's traceback.
  */
 #include "torch_backend.h"
 
@@ -46,7 +48,6 @@ struct TorchScript {
 
 struct RunScope {
     RAI_Error *err;
-    std::string error; /* a built-in's failure, reported as is */
 };
 
 thread_local RunScope *current_run = nullptr;
@@ -62,10 +63,8 @@ private:
     RunScope *saved_;
 };
 
+/* Raised in the script; the interpreter wraps it (e.what() is kept). */
 [[noreturn]] void builtin_fail(const std::string &text) {
-    if (current_run && current_run->error.empty()) {
-        current_run->error = text;
-    }
     throw std::runtime_error(text);
 }
 
@@ -189,9 +188,15 @@ void op_model_execute(torch::jit::Stack &stack) {
     outputs.v.assign(static_cast<size_t>(n_outputs), nullptr);
     if (host->model_execute(key.data(), key.size(), inputs.v.data(), inputs.v.size(),
                             outputs.v.data(), outputs.v.size(), run.err) != 0) {
-        /* The host recorded the model's error on the script's error: it
-         * is the text the client gets (first error wins). */
-        builtin_fail("redisAI.model_execute failed");
+        /* The host recorded the model's error on the script's error; taken
+         * back, it is raised in the script like any other. A 1.1 host
+         * cannot give it back: there, that text stays the reply (the
+         * first error recorded wins). */
+        if (host->size < RAI_HOST_API_SIZE_1_4 || !host->error_take) {
+            builtin_fail("redisAI.model_execute failed");
+        }
+        std::unique_ptr<char, void (*)(void *)> text(host->error_take(run.err), host->free);
+        builtin_fail(text ? text.get() : "redisAI.model_execute failed");
     }
     c10::List<at::Tensor> result;
     result.reserve(outputs.v.size());
@@ -268,6 +273,18 @@ torch::jit::Function *find_function(const TorchScript &s, const std::string &nam
     return nullptr;
 }
 
+bool entry_point_types(const std::vector<c10::Argument> &args) {
+    return *args[0].type() == *c10::ListType::ofTensors() &&
+           *args[1].type() == *c10::ListType::ofStrings() &&
+           *args[2].type() == *c10::ListType::ofStrings();
+}
+
+/* (tensors: List[Tensor], keys: List[str], args: List[str]) */
+bool has_entry_point_signature(torch::jit::Function &f) {
+    const auto &args = f.getSchema().arguments();
+    return args.size() == 3 && entry_point_types(args);
+}
+
 void check_entry_point(const TorchScript &s, const std::string &ep) {
     torch::jit::Function *f = find_function(s, ep);
     if (!f) {
@@ -278,9 +295,7 @@ void check_entry_point(const TorchScript &s, const std::string &ep) {
         throw std::runtime_error("Wrong number of inputs in function " + ep + ". Expected 3 but was " +
                                  std::to_string(args.size()));
     }
-    if (*args[0].type() != *c10::ListType::ofTensors() ||
-        *args[1].type() != *c10::ListType::ofStrings() ||
-        *args[2].type() != *c10::ListType::ofStrings()) {
+    if (!entry_point_types(args)) {
         throw std::runtime_error("Wrong inputs type in function " + ep +
                                  ". Expected signature similar to: def " + ep +
                                  "(tensors: List[Tensor], keys: List[str], args: List[str])");
@@ -376,7 +391,7 @@ void script_free(void *script) {
 int script_run(void *script, const RAI_RunInfo *info, const RAI_ScriptCall *call,
                RAI_Tensor **outputs, RAI_Error *err) {
     (void)info;
-    RunScope scope{err, {}};
+    RunScope scope{err};
     try {
         auto *s = static_cast<TorchScript *>(script);
         const std::string fn = call->function ? call->function : "";
@@ -388,7 +403,12 @@ int script_run(void *script, const RAI_RunInfo *info, const RAI_ScriptCall *call
         prepare_worker_thread();
         c10::InferenceMode guard;
         torch::jit::Stack stack;
-        if (call->entry_point) {
+        /* A function shaped as an entry point but not declared one (a
+         * script made by an LLAPI client's RedisAI_ScriptCreate, which
+         * declares none) is called as one too, with the keys and args the
+         * call has: none outside SCRIPTEXECUTE. The legacy binding could
+         * not call it. */
+        if (call->entry_point || has_entry_point_signature(*f)) {
             c10::List<at::Tensor> tensors;
             tensors.reserve(call->ninputs);
             for (size_t i = 0; i < call->ninputs; i++) {
@@ -424,15 +444,7 @@ int script_run(void *script, const RAI_RunInfo *info, const RAI_ScriptCall *call
         return 0;
     } catch (...) {
         try {
-            if (!scope.error.empty()) {
-                /* A built-in failed: its own text, not the interpreter's
-                 * "The following operation failed..." wrapping. After a
-                 * model error the host has already recorded the model's
-                 * text on err, and that one wins. */
-                set_error(err, scope.error);
-            } else {
-                set_error_from_current_exception(err);
-            }
+            set_error_from_current_exception(err);
         } catch (...) {
         }
         return -1;
