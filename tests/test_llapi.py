@@ -354,9 +354,12 @@ def test_model_create_errors(c: RawClient) -> None:
     put(c, "a", A)
     put(c, "b", B)
     io = ["INPUTS", 2, "a", "b", "OUTPUTS", 1, "c"]
-    for backend in ("TORCH", "ONNX"):
+    for backend in ("TF", "TORCH", "ONNX"):
         msg = llapi_error(c.execute("LLAPI.MODELCREATE", backend, "CPU", b"not a model", *io), "EMODELCREATE")
-        assert msg, backend
+        # the message AI.MODELSTORE gives for the same blob
+        names = io if backend == "TF" else []
+        stored = c.execute("AI.MODELSTORE", "x", backend, "CPU", *names, "BLOB", b"not a model")
+        assert isinstance(stored, RespError) and msg == str(stored), (backend, msg, stored)
     assert llapi_error(c.execute("LLAPI.MODELCREATE", 7, "CPU", b"x", *io),
                        "EUNSUPPORTEDBACKEND") == "ERR unsupported backend"
     # no TFLITE backend exists in this build: the lazy load fails, naming the file
@@ -476,8 +479,11 @@ def test_script_from_source(c: RawClient) -> None:
         [got] = outputs(c.execute("LLAPI.SCRIPTCREATE", "CPU", SCRIPT, "add_list", *opts,
                                   "INPUTS", 2, "a", "b", "LIST", 1, "a", "OUTPUTS", 1))
         np.testing.assert_allclose(got, A + B + A)
-    llapi_error(c.execute("LLAPI.SCRIPTCREATE", "CPU", "def f(:", "f", "INPUTS", 1, "a", "OUTPUTS", 1),
-                "ESCRIPTCREATE")
+    msg = llapi_error(c.execute("LLAPI.SCRIPTCREATE", "CPU", "def f(:", "f", "INPUTS", 1, "a", "OUTPUTS", 1),
+                      "ESCRIPTCREATE")
+    # the message AI.SCRIPTSTORE gives for the same source
+    stored = c.execute("AI.SCRIPTSTORE", "x", "CPU", "ENTRY_POINTS", 1, "f", "SOURCE", "def f(:")
+    assert isinstance(stored, RespError) and msg == str(stored), (msg, stored)
 
 
 # --- DAGs -------------------------------------------------------------------------------
