@@ -32,7 +32,7 @@ import onnx_models as om
 import tf_graphs
 import torch_models as tm
 from conftest import ROOT, RedisServer
-from helpers import assert_error, assert_error_startswith, assert_ok
+from helpers import assert_error, assert_error_startswith, assert_ok, wait_until
 from model_io import get, put
 from resp import RawClient, RespError
 
@@ -48,6 +48,15 @@ DLPACK: dict[str, tuple[int, int, Any]] = {
 BY_CODE = {(code, bits): dt for code, bits, dt in DLPACK.values()}
 
 SCRIPT = '''
+def add_list(a: Tensor, rest: List[Tensor]):
+    s = a
+    for t in rest:
+        s = s + t
+    return s
+
+def reshape_fails(tensors: List[Tensor], keys: List[str], args: List[str]):
+    return tensors[0].reshape([7, 7])
+
 def add_all(tensors: List[Tensor], keys: List[str], args: List[str]):
     s = tensors[0]
     for t in tensors[1:]:
@@ -295,18 +304,28 @@ def _io(m: TwoInputModel) -> list[Any]:
     return ["INPUTS", 2, "a", "b", "OUTPUTS", 1, m.output]
 
 
+# RedisAI 1.2's refusal of a synchronous ONNX run (ONNX Runtime runs only on RedisAI's threads).
+ONNX_SYNC = "Cannot execute onnxruntime model synchronously, use async execution instead"
+
+
 def test_model_from_keyspace_sync_and_async(c: RawClient, model: TwoInputModel) -> None:
     store(c, model)
     put(c, "a", A)
     put(c, "b", B)
     want = model.fn(A, B)
-    for cmd in ("LLAPI.MODELRUN", "LLAPI.MODELRUN_ASYNC"):
-        [got] = outputs(c.execute(cmd, "m", *_io(model)))
+    [got] = outputs(c.execute("LLAPI.MODELRUN_ASYNC", "m", *_io(model)))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    if model.backend == "ONNX":
+        for cmd in ("LLAPI.MODELRUN", "LLAPI.MODELRUN_BATCH"):
+            assert llapi_error(c.execute(cmd, "m", *_io(model)), "EMODELRUN") == ONNX_SYNC
+    else:
+        [got] = outputs(c.execute("LLAPI.MODELRUN", "m", *_io(model)))
         np.testing.assert_allclose(got, want, rtol=1e-6)
-    first, second = c.execute("LLAPI.MODELRUN_BATCH", "m", *_io(model))
-    for reply in (first, second):
-        [got] = outputs(reply)
-        np.testing.assert_allclose(got, want, rtol=1e-6)
+        # two run contexts in one ModelRun: one batch, each gets its own outputs
+        first, second = c.execute("LLAPI.MODELRUN_BATCH", "m", *_io(model))
+        for reply in (first, second):
+            [got] = outputs(reply)
+            np.testing.assert_allclose(got, want, rtol=1e-6)
     # the model a command stored is the model the API ran
     assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "out"))
     np.testing.assert_allclose(get(c, "out"), want, rtol=1e-6)
@@ -318,7 +337,11 @@ def test_model_from_a_blob(c: RawClient, model: TwoInputModel) -> None:
     want = model.fn(A, B)
     blob = model.blob()
     for opts in ([], ["ASYNC"], ["ROUNDTRIP"], ["ROUNDTRIP", "ASYNC"], ["BATCHSIZE", 4, "ASYNC"]):
-        [got] = outputs(c.execute("LLAPI.MODELCREATE", model.backend, "CPU", blob, *opts, *_io(model)))
+        reply = c.execute("LLAPI.MODELCREATE", model.backend, "CPU", blob, *opts, *_io(model))
+        if model.backend == "ONNX" and "ASYNC" not in opts:
+            assert llapi_error(reply, "EMODELRUN") == ONNX_SYNC
+            continue
+        [got] = outputs(reply)
         np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=str(opts))
 
 
@@ -331,11 +354,34 @@ def test_model_create_errors(c: RawClient) -> None:
     put(c, "a", A)
     put(c, "b", B)
     io = ["INPUTS", 2, "a", "b", "OUTPUTS", 1, "c"]
-    for backend in ("TORCH", "ONNX"):
+    for backend in ("TF", "TORCH", "ONNX"):
         msg = llapi_error(c.execute("LLAPI.MODELCREATE", backend, "CPU", b"not a model", *io), "EMODELCREATE")
-        assert msg, backend
-    llapi_error(c.execute("LLAPI.MODELCREATE", 7, "CPU", b"x", *io), "EUNSUPPORTEDBACKEND")
-    llapi_error(c.execute("LLAPI.MODELCREATE", "TFLITE", "CPU", b"x", *io), "EBACKENDNOTLOADED")
+        # the message AI.MODELSTORE gives for the same blob
+        names = io if backend == "TF" else []
+        stored = c.execute("AI.MODELSTORE", "x", backend, "CPU", *names, "BLOB", b"not a model")
+        assert isinstance(stored, RespError) and msg == str(stored), (backend, msg, stored)
+    assert llapi_error(c.execute("LLAPI.MODELCREATE", 7, "CPU", b"x", *io),
+                       "EUNSUPPORTEDBACKEND") == "ERR unsupported backend"
+    # no TFLITE backend exists in this build: the lazy load fails, naming the file
+    msg = llapi_error(c.execute("LLAPI.MODELCREATE", "TFLITE", "CPU", b"x", *io), "EBACKENDNOTLOADED")
+    assert "redisai_tflite.so: cannot open" in msg, msg
+    assert llapi_error(c.execute("LLAPI.MODELCREATE", "TORCH", "NOSUCHDEVICE", tm.add().blob, *io),
+                       "EMODELCREATE") == "ERR Invalid DEVICE"
+
+
+def test_backend_not_loaded(module_path: pathlib.Path, llapitest_so: pathlib.Path,
+                            tmp_path: pathlib.Path) -> None:
+    """Nothing where RedisAI looks for backends: creating a model or a script says so."""
+    s = RedisServer(llapitest_so, extra=["--loadmodule", str(module_path), "BACKENDSPATH", str(tmp_path)])
+    try:
+        with RawClient(s.port) as c:
+            put(c, "a", A)
+            llapi_error(c.execute("LLAPI.MODELCREATE", "TORCH", "CPU", b"x", "INPUTS", 1, "a",
+                                  "OUTPUTS", 1, "c"), "EBACKENDNOTLOADED")
+            llapi_error(c.execute("LLAPI.SCRIPTCREATE", "CPU", SCRIPT, "add_all", "INPUTS", 1, "a",
+                                  "OUTPUTS", 1), "EBACKENDNOTLOADED")
+    finally:
+        s.stop()
 
 
 def test_model_run_errors(c: RawClient) -> None:
@@ -364,20 +410,25 @@ def test_cnn_async_on_torch_and_onnx(c: RawClient) -> None:
 
 
 def test_model_key_deleted_during_async_runs(srv: RedisServer, c: RawClient) -> None:
-    """The run context holds its own reference: a DEL while runs are queued changes nothing."""
-    store(c, MODELS["ONNX"])
-    put(c, "a", A)
-    put(c, "b", B)
-    runner = RawClient(srv.port)
+    """A run context holds its own reference to the model: runs queued (held back by
+    MINBATCHSIZE) when the key is deleted still run, together, once MINBATCHTIMEOUT passes."""
+    assert_ok(c.execute("AI.MODELSTORE", "bm", "ONNX", "CPU", "BATCHSIZE", 16, "MINBATCHSIZE", 16,
+                        "MINBATCHTIMEOUT", 1000, "BLOB", engine_models.onnx_batch_size_model()))
+    rows = [np.full((1, 3), i, np.float32) for i in range(4)]
+    runners = [RawClient(srv.port) for _ in rows]
     try:
-        for _ in range(8):
-            runner.send("LLAPI.MODELRUN_ASYNC", "m", *_io(MODELS["ONNX"]))
-        assert c.execute("DEL", "m") == 1
-        for _ in range(8):
-            [got] = outputs(runner.read())
-            np.testing.assert_allclose(got, A + B)
+        for i, (r, x) in enumerate(zip(runners, rows)):
+            put(c, f"x{i}", x)
+            r.send("LLAPI.MODELRUN_ASYNC", "bm", "INPUTS", 1, f"x{i}", "OUTPUTS", 2, "bs", "y")
+        assert wait_until(lambda: engine_models.blocked_clients(c) == len(rows), timeout=10)
+        assert c.execute("DEL", "bm") == 1
+        for r, x in zip(runners, rows):
+            bs, y = outputs(r.read())
+            np.testing.assert_array_equal(bs, np.full_like(x, len(rows)))  # one batch of all
+            np.testing.assert_array_equal(y, 2 * x)
     finally:
-        runner.close()
+        for r in runners:
+            r.close()
 
 
 def test_async_runs_batch_with_commands(srv: RedisServer, c: RawClient) -> None:
@@ -423,35 +474,50 @@ def test_stored_script_sync_and_async(c: RawClient) -> None:
 def test_script_from_source(c: RawClient) -> None:
     put(c, "a", A)
     put(c, "b", B)
+    # no entry points: the function's Tensor and List[Tensor] parameters take the inputs
     for opts in ([], ["ASYNC"]):
-        [got] = outputs(c.execute("LLAPI.SCRIPTCREATE", "CPU", SCRIPT, "add_all", *opts,
+        [got] = outputs(c.execute("LLAPI.SCRIPTCREATE", "CPU", SCRIPT, "add_list", *opts,
                                   "INPUTS", 2, "a", "b", "LIST", 1, "a", "OUTPUTS", 1))
         np.testing.assert_allclose(got, A + B + A)
-    llapi_error(c.execute("LLAPI.SCRIPTCREATE", "CPU", "def f(:", "f", "INPUTS", 1, "a", "OUTPUTS", 1),
-                "ESCRIPTCREATE")
+    msg = llapi_error(c.execute("LLAPI.SCRIPTCREATE", "CPU", "def f(:", "f", "INPUTS", 1, "a", "OUTPUTS", 1),
+                      "ESCRIPTCREATE")
+    # the message AI.SCRIPTSTORE gives for the same source
+    stored = c.execute("AI.SCRIPTSTORE", "x", "CPU", "ENTRY_POINTS", 1, "f", "SOURCE", "def f(:")
+    assert isinstance(stored, RespError) and msg == str(stored), (msg, stored)
 
 
 # --- DAGs -------------------------------------------------------------------------------
 
 def _store_model_and_script(c: RawClient, m: TwoInputModel) -> None:
     store(c, m)
-    assert_ok(c.execute("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 1, "add_all", "SOURCE", SCRIPT))
+    assert_ok(c.execute("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 2, "add_all", "reshape_fails",
+                        "SOURCE", SCRIPT))
     put(c, "a", A)
 
 
 def test_dag_built_op_by_op(c: RawClient, model: TwoInputModel) -> None:
     _store_model_and_script(c, model)
-    numops, outs = c.execute("LLAPI.DAGRUN", "m", "s", "a", "add_all")
+    numops, outs, rerun = c.execute("LLAPI.DAGRUN", "m", "s", "a", "add_all")
     assert numops == 5   # TENSORSET b, the model, the script, two TENSORGETs
+    assert rerun == "EDAGRUN ERR the DAG was already run"
     want_c = model.fn(A, np.full_like(A, 2))
     got_c, got_d = outputs(outs)
     np.testing.assert_allclose(got_c, want_c, rtol=1e-6)
     np.testing.assert_allclose(got_d, A + want_c, rtol=1e-6)
 
 
-def test_failing_dag(c: RawClient) -> None:
+def test_failing_dags(c: RawClient) -> None:
     _store_model_and_script(c, MODELS["TORCH"])
-    msg = llapi_error(c.execute("LLAPI.DAGRUN", "m", "s", "a", "add_all", "FAIL"), "EDAGRUN")
+    # refused while it is built (RedisAI 1.2's text)
+    assert llapi_error(c.execute("LLAPI.DAGRUN", "m", "s", "a", "add_all", "FAIL"), "EDAGBUILDER") == (
+        "Number of keys given as INPUTS does not match model definition, expected 2 but was given 1")
+    # fails while it runs: DAGRunError, and DAGGetError has the failed op's code and message
+    msg = llapi_error(c.execute("LLAPI.DAGRUN", "m", "s", "a", "reshape_fails"), "ESCRIPTRUN")
+    assert "shape '[7, 7]' is invalid for input of size 6" in msg, msg
+    store(c, MODELS["TF"], "tf")
+    put(c, "i", A.astype(np.int64))
+    msg = llapi_error(c.execute("LLAPI.DAGSTRING", "|> AI.MODELEXECUTE tf INPUTS 2 i i OUTPUTS 1 c "
+                                "|> AI.TENSORGET c", "i"), "EMODELRUN")
     assert msg
 
 

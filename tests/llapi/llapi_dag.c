@@ -4,7 +4,8 @@
  *       a = the tensor at tensor_key (DAGLoadTensor), b = 2 everywhere, same shape, made with
  *       the tensor API (DAGAddTensorSet); c = model(a, b) (DAGCreateModelRunOp); d =
  *       script fn(a, c) (DAGCreateScriptRunOp); DAGAddTensorGet c and d. FAIL gives the
- *       model only `a`, so the run fails. Reply [DAGNumOps, [c, d]] or the DAG's error.
+ *       model only `a`, so DAGAddRunOp refuses it. Reply [DAGNumOps, [c, d], what a second
+ *       DAGRun of the same DAG answered] or the DAG's error.
  *       On the way an op is made and dropped with DAGRunOpFree.
  *   LLAPI.DAGSTRING dag key...
  *       Each key's tensor is loaded under the key's name, then DAGAddOpsFromString(dag)
@@ -18,6 +19,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -29,6 +31,8 @@ typedef struct DagJob {
     RAI_Error *err;
     size_t noutputs;
     RAI_Tensor **outputs;
+    int try_rerun;   /* LLAPI.DAGRUN: DAGRun again once started, which must be refused */
+    char rerun[256]; /* that refusal, "<CODE> <message>" */
 } DagJob;
 
 static DagJob *DagJobCreate(void) {
@@ -75,13 +79,14 @@ static int DagReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         }
         return LLT_ReplyRAIError(ctx, job->err);
     }
-    RedisModule_ReplyWithArray(ctx, 2);
+    RedisModule_ReplyWithArray(ctx, job->try_rerun ? 3 : 2);
     RedisModule_ReplyWithLongLong(ctx, (long long)job->numops);
     RedisModule_ReplyWithArray(ctx, job->noutputs);
     for (size_t i = 0; i < job->noutputs; i++) {
         if (job->outputs[i]) LLT_ReplyTensor(ctx, job->outputs[i]);
         else RedisModule_ReplyWithNull(ctx);
     }
+    if (job->try_rerun) RedisModule_ReplyWithSimpleString(ctx, job->rerun);
     return REDISMODULE_OK;
 }
 
@@ -98,6 +103,21 @@ static int StartDag(RedisModuleCtx *ctx, DagJob *job) {
         RedisModule_AbortBlock(job->bc);
         LLT_ReplyRAIError(ctx, job->err);
         DagJobFree(job);
+        return REDISMODULE_OK;
+    }
+    /* Still on the main thread: the DAG may be running or done, but not freed (that waits
+     * for the reply). A second DAGRun must be refused, never queue the DAG twice. */
+    if (job->try_rerun) {
+        RAI_Error *again;
+        RedisAI_InitError(&again);
+        if (RedisAI_DAGRun(job->run, DagDone, job, again) == REDISMODULE_OK) {
+            RedisModule_Log(ctx, "warning", "llapitest: a second DAGRun was accepted");
+            abort(); /* the callback would unblock the client twice */
+        }
+        const char *msg = RedisAI_GetErrorOneLine(again);
+        snprintf(job->rerun, sizeof(job->rerun), "%s %s",
+                 LLT_CodeName(RedisAI_GetErrorCode(again)), msg ? msg : "");
+        RedisAI_FreeError(again);
     }
     return REDISMODULE_OK;
 }
@@ -166,6 +186,7 @@ static int DagRun_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     }
     RedisAI_DAGAddTensorGet(job->run, "c");
     RedisAI_DAGAddTensorGet(job->run, "d");
+    job->try_rerun = 1;
     return StartDag(ctx, job);
 
 refused:
