@@ -8,8 +8,12 @@
   (never installed), at <cache>/onnxruntime-api<N>/include/onnxruntime/*.h.
 
 The system's apt configuration, lists and caches are never touched: every
-apt-get call names its own sources file, lists and cache folders. A cached
-header is used as is; delete the cache folder to fetch again.
+apt-get call names its own sources file, lists and cache folders. The
+private sources file takes its archive URIs (and their Signed-By keyrings)
+from the machine's own apt sources, and apt-get reads the machine's
+apt.conf.d (proxies, auth) as usual: see apt_sources.py. A cached header is
+used as is; delete the cache folder (or point XDG_CACHE_HOME elsewhere) to
+fetch again.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from . import paths, pins
+from . import apt_sources, paths, pins
 from ._proc import run_quiet
 from .errors import BuildError
 
@@ -35,7 +39,9 @@ class _PrivateApt:
 
     def __init__(self, name: str) -> None:
         self.root = paths.cache_dir() / "apt" / name
-        self.sources = self.root / "sources.list"
+        # A .sources name: apt reads Dir::Etc::sourcelist as deb822 then, which
+        # keeps Signed-By (even an inline key) as the machine's entry has it.
+        self.sources = self.root / "private.sources"
         self.lists = self.root / "lists"
         self.cache = self.root / "cache"
 
@@ -56,10 +62,12 @@ class _PrivateApt:
             out += ["-o", f"{key}={value}"]
         return out
 
-    def prepare(self, source_line: str) -> None:
+    def prepare(self, sources: apt_sources.PrivateSources, proxy: str) -> None:
         for d in (self.lists / "partial", self.cache / "archives" / "partial"):
             d.mkdir(parents=True, exist_ok=True)
-        self.sources.write_text(source_line + "\n")
+        self.sources.write_text(sources.text)
+        _say(sources.note)
+        _say(f"proxy: {proxy}")
 
     def discard(self) -> None:
         """Drops the lists and caches: only the extracted headers are kept."""
@@ -68,6 +76,11 @@ class _PrivateApt:
             self.root.parent.rmdir()  # <cache>/apt, when no other fetch left files
         except OSError:
             pass
+
+    def update(self, what: str) -> None:
+        # Without --error-on=any an unreachable mirror is only a warning, and
+        # the failure surfaces later as a puzzling "no deb-src URIs".
+        self.run(["update", "--error-on=any"], what)
 
     def run(self, args: list[str], what: str, cwd: Path | None = None) -> str:
         return run_quiet(["apt-get", *self.options(), *args], what, cwd=cwd,
@@ -95,13 +108,14 @@ def redismodule_include_dir() -> Path:
     final = paths.cache_dir() / f"redis-{pins.REDIS_VERSION}" / "include"
     if (final / "redismodule.h").is_file():
         return final
-    line = f"deb-src {pins.DEBIAN_MIRROR} {pins.REDIS_SUITE} main"
+    sources, proxy = apt_sources.private_sources("deb-src", pins.REDIS_SUITE, "main",
+                                                 pins.DEBIAN_FALLBACK_MIRROR)
     apt = _PrivateApt(f"{pins.REDIS_SUITE}-src")
 
     def fill(tmp: Path) -> None:
-        apt.prepare(line)
-        _say(f"fetching redismodule.h: apt-get update ({line})")
-        apt.run(["update"], f"apt-get update for {pins.REDIS_SUITE} sources")
+        apt.prepare(sources, proxy)
+        _say(f"fetching redismodule.h: apt-get update ({sources.summary})")
+        apt.update(f"apt-get update for {pins.REDIS_SUITE} sources")
         download = tmp / "download"
         download.mkdir()
         _say(f"apt-get source --download-only {pins.REDIS_SOURCE_PACKAGE}")
@@ -125,8 +139,10 @@ def redismodule_include_dir() -> Path:
                 (tmp / "redismodule.h").write_bytes(src.read())
         shutil.rmtree(download)
 
-    _atomic_dir(final, fill)
-    apt.discard()
+    try:
+        _atomic_dir(final, fill)
+    finally:
+        apt.discard()
     _say(f"redismodule.h cached in {final}")
     return final
 
@@ -141,13 +157,14 @@ def onnxruntime_include_dir() -> Path:
     final = paths.cache_dir() / f"onnxruntime-api{pins.ORT_API_VERSION}" / "include" / "onnxruntime"
     if (final / "onnxruntime_c_api.h").is_file():
         return final
-    line = f"deb {pins.DEBIAN_MIRROR} {pins.ORT_HEADERS_SUITE} main"
+    sources, proxy = apt_sources.private_sources("deb", pins.ORT_HEADERS_SUITE, "main",
+                                                 pins.DEBIAN_FALLBACK_MIRROR)
     apt = _PrivateApt(pins.ORT_HEADERS_SUITE)
 
     def fill(tmp: Path) -> None:
-        apt.prepare(line)
-        _say(f"fetching ONNX Runtime headers: apt-get update ({line})")
-        apt.run(["update"], f"apt-get update for {pins.ORT_HEADERS_SUITE}")
+        apt.prepare(sources, proxy)
+        _say(f"fetching ONNX Runtime headers: apt-get update ({sources.summary})")
+        apt.update(f"apt-get update for {pins.ORT_HEADERS_SUITE}")
         download = tmp / "download"
         download.mkdir()
         _say(f"apt-get download {pins.ORT_HEADERS_PACKAGE} (not installed)")
@@ -173,7 +190,9 @@ def onnxruntime_include_dir() -> Path:
         shutil.rmtree(download)
         shutil.rmtree(unpacked)
 
-    _atomic_dir(final.parent.parent, fill)
-    apt.discard()
+    try:
+        _atomic_dir(final.parent.parent, fill)
+    finally:
+        apt.discard()
     _say(f"ONNX Runtime headers cached in {final}")
     return final

@@ -62,7 +62,9 @@ CLIENT_PYPI_PINS: Final[tuple[str, ...]] = (
 
 # --- Debian ----------------------------------------------------------------
 
-DEBIAN_MIRROR: Final = "http://deb.debian.org/debian"
+# The header fetch takes the archive URI from the machine's own apt sources
+# (build_tools/apt_sources.py); this one only when they hold no Debian archive.
+DEBIAN_FALLBACK_MIRROR: Final = "http://deb.debian.org/debian"
 
 # Binary packages setup installs with apt when the command is missing:
 # command on PATH -> bookworm package providing it.

@@ -170,6 +170,10 @@ typedef struct RAI_HostApi {
      * recorded: TorchScript raises model_execute's error inside the script,
      * and the client gets the interpreter's message around it. */
     char *(*error_take)(RAI_Error *err);
+    /* --- 1.4: the engine's shape, for INFO --- */
+    /* Device run queues that exist now (each served by THREADS_PER_QUEUE
+     * workers); they are never removed. Main thread only. */
+    size_t (*run_queue_count)(void);
 } RAI_HostApi;
 
 /* What the core knows about a model when it asks a backend to build it. */
@@ -296,7 +300,7 @@ typedef const RAI_BackendDescriptor *(*RAI_BackendEntryFn)(const RAI_HostApi *ho
 #define RAI_HOST_API_SIZE_1_1 \
     (offsetof(RAI_HostApi, model_execute) + sizeof(void *))
 #define RAI_HOST_API_SIZE_1_4 \
-    (offsetof(RAI_HostApi, error_take) + sizeof(void *))
+    (offsetof(RAI_HostApi, run_queue_count) + sizeof(void *))
 #define RAI_DESCRIPTOR_SIZE_1_0 \
     (offsetof(RAI_BackendDescriptor, model_run) + sizeof(void *))
 #define RAI_DESCRIPTOR_SIZE_1_1 \

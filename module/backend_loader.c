@@ -23,6 +23,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "backend_dir.h"
 #include "backend_file.h"
 #include "backend_manifest.h"
 #include "config.h"
@@ -57,6 +58,17 @@ int Backend_ParseKind(const char *s, RAI_BackendKind *kind) {
 
 const char *Backend_KindName(RAI_BackendKind kind) {
     return (unsigned)kind < RAI_BACKEND_KINDS ? kind_names[kind] : "unknown";
+}
+
+const char *Backend_FileName(RAI_BackendKind kind) {
+    if ((unsigned)kind >= RAI_BACKEND_KINDS) return "unknown";
+    return strrchr(default_files[kind], '/') + 1;
+}
+
+void Backend_CountUse(RAI_BackendKind kind, int is_script, int delta) {
+    if ((unsigned)kind >= RAI_BACKEND_KINDS) return;
+    __atomic_add_fetch(is_script ? &loaded[kind].scripts : &loaded[kind].models, delta,
+                       __ATOMIC_RELAXED);
 }
 
 int Backend_HasScripts(const RAI_BackendDescriptor *d) {
@@ -132,7 +144,13 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
                      loaded[kind].path);
         return REDISMODULE_ERR;
     }
-    char *full = Config_ResolvePath(path);
+    char *full;
+    if (BackendDir_IsName(path)) {
+        full = BackendDir_Resolve(kind, path, err);
+        if (full == NULL) return REDISMODULE_ERR;
+    } else {
+        full = Config_ResolvePath(path);
+    }
     double start = nowSeconds();
     void *handle = NULL;
     int entry_ran = 0;
@@ -185,7 +203,11 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
     loaded[kind] = (RAI_LoadedBackend){
         .desc = d,
         .path = full,
+        .real = RedisModule_Strdup(real),
         .load_seconds = nowSeconds() - start,
+        .loaded_at = (long long)time(NULL),
+        .abi_major = note.abi_major,
+        .abi_minor = note.abi_minor,
     };
     RedisModule_Log(ctx, "notice",
                     "Loaded %s backend from %s: %s %s (%s), ABI %u.%u, %s, file checks %.3f ms, "

@@ -21,14 +21,24 @@
 typedef struct RAI_LoadedBackend {
     const RAI_BackendDescriptor *desc; /* NULL while not loaded */
     char *path;
-    double load_seconds;
+    char *real;              /* path with symlinks resolved: what was opened */
+    double load_seconds;     /* how long the load took */
+    long long loaded_at;     /* when, in Unix seconds */
+    uint32_t abi_major;      /* the file's ABI note */
+    uint32_t abi_minor;
+    long models;             /* models and scripts alive on it (atomic): */
+    long scripts;            /* Backend_CountUse */
 } RAI_LoadedBackend;
 
 /* "TF", "TFLITE", "TORCH", "ONNX", case-insensitive. */
 int Backend_ParseKind(const char *s, RAI_BackendKind *kind);
 const char *Backend_KindName(RAI_BackendKind kind);
+/* The .so file name of a kind's backend, e.g. "redisai_torch.so". */
+const char *Backend_FileName(RAI_BackendKind kind);
 
-/* Loads the backend at path (relative paths resolve against BACKENDSPATH).
+/* Loads the backend at path (relative paths resolve against BACKENDSPATH;
+ * a folder name such as "torch-2.13.0-cpu" picks that folder under it,
+ * backend_dir.h).
  * Returns REDISMODULE_ERR with a reason in err that names the file. */
 int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RAI_Error *err);
 /* The loaded backend of this kind, loading its default file from
@@ -42,5 +52,8 @@ const RAI_BackendDescriptor *Backend_Get(RedisModuleCtx *ctx, RAI_BackendKind ki
 int Backend_HasScripts(const RAI_BackendDescriptor *d);
 /* The loaded backend, or NULL; never loads. */
 const RAI_LoadedBackend *Backend_Loaded(RAI_BackendKind kind);
+/* A model or script built on the kind's backend (+1), or freed (-1): the
+ * counts AI.CONFIG LIST shows. Any thread. */
+void Backend_CountUse(RAI_BackendKind kind, int is_script, int delta);
 
 #endif

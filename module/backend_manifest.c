@@ -197,3 +197,42 @@ done:
     RedisModule_Free(text);
     return ok;
 }
+
+static void copyFact(char *dst, size_t cap, const char *value) {
+    snprintf(dst, cap, "%s", value);
+}
+
+int BackendManifest_ReadFacts(const char *folder, RAI_ManifestFacts *facts, RAI_Error *err) {
+    *facts = (RAI_ManifestFacts){0};
+    char path[4096 + 256];
+    snprintf(path, sizeof(path), "%s/%s", folder, RAI_MANIFEST_NAME);
+    char *text = readManifest(path, folder, err);
+    if (text == NULL) return Error_IsSet(err) ? -1 : 0;
+    int format = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *value = strchr(line, ' ');
+        if (line[0] == '#' || value == NULL) continue;
+        *value++ = '\0';
+        if (!strcmp(line, "format")) {
+            format = !strcmp(value, "1");
+        } else if (!strcmp(line, "framework")) {
+            copyFact(facts->framework, sizeof(facts->framework), value);
+        } else if (!strcmp(line, "version")) {
+            copyFact(facts->version, sizeof(facts->version), value);
+        } else if (!strcmp(line, "variant")) {
+            copyFact(facts->variant, sizeof(facts->variant), value);
+        } else if (!strcmp(line, "kind")) {
+            copyFact(facts->kind, sizeof(facts->kind), value);
+        } else if (!strcmp(line, "abi")) {
+            copyFact(facts->abi, sizeof(facts->abi), value);
+        }
+    }
+    RedisModule_Free(text);
+    if (!format) {
+        *facts = (RAI_ManifestFacts){0};
+        Error_SetFmt(err, "%s: manifest %s is not a format 1 manifest", folder, path);
+        return -1;
+    }
+    return 1;
+}

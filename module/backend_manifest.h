@@ -34,4 +34,21 @@
  * file and the reason in err. *checked says whether a manifest was read. */
 int BackendManifest_Verify(const char *real_so, const char *shown, int *checked, RAI_Error *err);
 
+/* The header facts of a folder's manifest, for AI.CONFIG LIST and
+ * load-by-name: read as text, nothing verified, nothing opened but the
+ * manifest. A fact the manifest lacks stays "" (a value longer than its
+ * field is cut). */
+typedef struct RAI_ManifestFacts {
+    char framework[64];
+    char version[64];
+    char variant[64];
+    char kind[16];
+    char abi[16];
+} RAI_ManifestFacts;
+
+/* Returns 1 when folder/RAI_MANIFEST_NAME was read into *facts, 0 when
+ * there is none, -1 (reason in err) when it cannot be read or is not a
+ * format-1 manifest. */
+int BackendManifest_ReadFacts(const char *folder, RAI_ManifestFacts *facts, RAI_Error *err);
+
 #endif

@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "backend_list.h"
 #include "backend_loader.h"
 
 RAI_Config rai_config;
@@ -148,7 +149,8 @@ int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
 
 /* LOADBACKEND and BACKENDSPATH decide which code runs inside the server:
  * they are allowed to whoever may run MODULE LOAD, asked of Redis's own ACL
- * with the caller's user. Returns 1 when allowed; else replies NOPERM (and
+ * with the caller's user. LIST too: it shows the server's file system
+ * layout and what it runs, an operator's view like MODULE LIST. Returns 1 when allowed; else replies NOPERM (and
  * logs to ACL LOG when there is a user to name) and returns 0.
  *
  * Commands from the master link or AOF have no user and are allowed. A
@@ -207,8 +209,8 @@ static int configGet(RedisModuleCtx *ctx, RedisModuleString *name) {
     return RedisModule_ReplyWithNull(ctx);
 }
 
-/* AI.CONFIG LOADBACKEND <type> <path> | BACKENDSPATH <path> |
- *           MODEL_CHUNK_SIZE <bytes> | GET <name> */
+/* AI.CONFIG LOADBACKEND <type> <path|name> | BACKENDSPATH <path> |
+ *           MODEL_CHUNK_SIZE <bytes> | GET <name> | LIST */
 int Config_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 2) return RedisModule_WrongArity(ctx);
     const char *sub = RedisModule_StringPtrLen(argv[1], NULL);
@@ -252,6 +254,10 @@ int Config_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (!strcasecmp(sub, "GET")) {
         if (argc < 3) return RedisModule_WrongArity(ctx);
         return configGet(ctx, argv[2]);
+    }
+    if (!strcasecmp(sub, "LIST")) {
+        if (!mayLoadCode(ctx, "list", NULL)) return REDISMODULE_OK;
+        return BackendList_Reply(ctx);
     }
     return RedisModule_ReplyWithError(ctx, "ERR unsupported subcommand");
 }

@@ -264,7 +264,7 @@ RAI_DagOp *Dag_BatchableOp(RAI_Dag *dag) {
     if (op->kind != DAG_OP_MODEL || op->model->batchsize <= 0 || op->ninputs == 0) return NULL;
     for (size_t i = 0; i < op->ninputs; i++) {
         RAI_Tensor *t = dag->slots[op->inputs[i]];
-        if (t == NULL || t->ndims == 0 || DType_IsString(t->dtype)) return NULL;
+        if (t == NULL || t->ndims == 0) return NULL;
     }
     return op;
 }
@@ -293,31 +293,77 @@ int Dag_BatchCompatible(RAI_Dag *a, RAI_Dag *b) {
     return 1;
 }
 
+/* STRING elements sit back to back, each ending in NUL: a batch's data is
+ * the requests' data end to end, each one's offsets moved by what precedes. */
+static RAI_Tensor *concatStrings(RAI_Dag **dags, size_t n, size_t i, const int64_t *dims,
+                                 int ndims) {
+    size_t nbytes = 0, len = Tensor_ShapeLength(dims, ndims);
+    for (size_t k = 0; k < n; k++) {
+        nbytes += dags[k]->slots[dags[k]->ops[dags[k]->next_op].inputs[i]]->nbytes;
+    }
+    char *data = RedisModule_Alloc(nbytes ? nbytes : 1);
+    uint64_t *offsets = RedisModule_Alloc(sizeof(uint64_t) * (len ? len : 1));
+    size_t off = 0, elem = 0;
+    for (size_t k = 0; k < n; k++) {
+        RAI_Tensor *t = dags[k]->slots[dags[k]->ops[dags[k]->next_op].inputs[i]];
+        memcpy(data + off, t->data, t->nbytes);
+        for (size_t e = 0; e < t->len; e++) offsets[elem++] = off + t->offsets[e];
+        off += t->nbytes;
+    }
+    return Tensor_NewOwned(dags[0]->slots[dags[0]->ops[dags[0]->next_op].inputs[i]]->dtype, dims,
+                           ndims, data, nbytes, offsets);
+}
+
 /* Along dim 0: the i-th input of every DAG's batched op, in DAG order. */
 static RAI_Tensor *concatInputs(RAI_Dag **dags, size_t n, size_t i, long long total) {
     RAI_Tensor *first = dags[0]->slots[dags[0]->ops[dags[0]->next_op].inputs[i]];
     int64_t *dims = RedisModule_Alloc(sizeof(int64_t) * first->ndims);
     memcpy(dims, first->dims, sizeof(int64_t) * first->ndims);
     dims[0] = total;
-    RAI_Tensor *out = Tensor_New(first->dtype, dims, first->ndims, 0);
-    RedisModule_Free(dims);
-    size_t off = 0;
-    for (size_t k = 0; k < n; k++) {
-        RAI_Tensor *t = dags[k]->slots[dags[k]->ops[dags[k]->next_op].inputs[i]];
-        memcpy(out->data + off, t->data, t->nbytes);
-        off += t->nbytes;
+    RAI_Tensor *out;
+    if (DType_IsString(first->dtype)) {
+        out = concatStrings(dags, n, i, dims, first->ndims);
+    } else {
+        out = Tensor_New(first->dtype, dims, first->ndims, 0);
+        size_t off = 0;
+        for (size_t k = 0; k < n; k++) {
+            RAI_Tensor *t = dags[k]->slots[dags[k]->ops[dags[k]->next_op].inputs[i]];
+            memcpy(out->data + off, t->data, t->nbytes);
+            off += t->nbytes;
+        }
     }
+    RedisModule_Free(dims);
     return out;
+}
+
+/* Elements [first, first + len) of a STRING tensor: their bytes run from
+ * the first one's offset to the next element's (or the end). */
+static RAI_Tensor *sliceStrings(RAI_Tensor *t, const int64_t *dims, int ndims, size_t first,
+                                size_t len) {
+    size_t start = len ? t->offsets[first] : 0;
+    size_t stop = first + len < t->len ? t->offsets[first + len] : t->nbytes;
+    size_t nbytes = len ? stop - start : 0;
+    char *data = RedisModule_Alloc(nbytes ? nbytes : 1);
+    uint64_t *offsets = RedisModule_Alloc(sizeof(uint64_t) * (len ? len : 1));
+    memcpy(data, t->data + start, nbytes);
+    for (size_t e = 0; e < len; e++) offsets[e] = t->offsets[first + e] - start;
+    return Tensor_NewOwned(t->dtype, dims, ndims, data, nbytes, offsets);
 }
 
 static RAI_Tensor *sliceRows(RAI_Tensor *t, long long from, long long rows) {
     int64_t *dims = RedisModule_Alloc(sizeof(int64_t) * t->ndims);
     memcpy(dims, t->dims, sizeof(int64_t) * t->ndims);
     dims[0] = rows;
-    RAI_Tensor *out = Tensor_New(t->dtype, dims, t->ndims, 0);
+    RAI_Tensor *out;
+    if (DType_IsString(t->dtype)) {
+        size_t row = t->dims[0] ? t->len / (size_t)t->dims[0] : 0;
+        out = sliceStrings(t, dims, t->ndims, (size_t)from * row, (size_t)rows * row);
+    } else {
+        out = Tensor_New(t->dtype, dims, t->ndims, 0);
+        size_t row = t->dims[0] ? t->nbytes / (size_t)t->dims[0] : 0;
+        memcpy(out->data, t->data + (size_t)from * row, (size_t)rows * row);
+    }
     RedisModule_Free(dims);
-    size_t row = t->dims[0] ? t->nbytes / (size_t)t->dims[0] : 0;
-    memcpy(out->data, t->data + (size_t)from * row, (size_t)rows * row);
     return out;
 }
 
@@ -341,13 +387,15 @@ void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
     if (n == 1) return runFrom(dags[0], q);
 
     RAI_DagOp *op0 = &dags[0]->ops[dags[0]->next_op];
-    size_t nin = op0->ninputs, nout = op0->noutputs;
+    /* Copied: once a DAG goes on (or fails) the main thread may free it, op0
+     * included, while this worker still releases the batch's tensors. */
+    const size_t ninputs = op0->ninputs, noutputs = op0->noutputs;
     long long *rows = RedisModule_Alloc(sizeof(long long) * n);
     long long total = 0;
     for (size_t k = 0; k < n; k++) total += rows[k] = Dag_BatchDim(dags[k]);
-    RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * op0->ninputs);
-    RAI_Tensor **outs = RedisModule_Calloc(op0->noutputs ? op0->noutputs : 1, sizeof(RAI_Tensor *));
-    for (size_t i = 0; i < op0->ninputs; i++) ins[i] = concatInputs(dags, n, i, total);
+    RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * ninputs);
+    RAI_Tensor **outs = RedisModule_Calloc(noutputs ? noutputs : 1, sizeof(RAI_Tensor *));
+    for (size_t i = 0; i < ninputs; i++) ins[i] = concatInputs(dags, n, i, total);
 
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
     RAI_Error err;
@@ -356,15 +404,14 @@ void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
     /* Each request of the batch waited for the whole run: each is told it. */
     for (size_t k = 0; k < n; k++) measureStart(dags[k]);
     long long start = nowUs();
-    int rc = m->be->model_run(m->handle, &info, ins, op0->ninputs, outs, op0->noutputs, &err);
+    int rc = m->be->model_run(m->handle, &info, ins, ninputs, outs, noutputs, &err);
     long long duration = nowUs() - start;
     for (size_t k = 0; k < n; k++) measureEnd(dags[k]);
-    for (size_t j = 0; rc == 0 && j < op0->noutputs; j++) {
+    for (size_t j = 0; rc == 0 && j < noutputs; j++) {
         if (outs[j] == NULL) {
             Error_Set(&err, "ERR Model did not generate the expected number of outputs");
             rc = -1;
-        } else if (outs[j]->ndims == 0 || outs[j]->dims[0] != total ||
-                   DType_IsString(outs[j]->dtype)) {
+        } else if (outs[j]->ndims == 0 || outs[j]->dims[0] != total) {
             Error_Set(&err, "ERR Model did not generate the expected batch size");
             rc = -1;
         }
@@ -387,10 +434,8 @@ void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
         }
     }
     Error_Clear(&err);
-    /* Not op0's counts: the DAGs are finished above, and a finished DAG may be freed at
-     * once (on the main thread after its unblock, or in an LLAPI on_finish right here). */
-    for (size_t i = 0; i < nin; i++) Tensor_Release(ins[i]);
-    for (size_t j = 0; j < nout; j++) Tensor_Release(outs[j]);
+    for (size_t i = 0; i < ninputs; i++) Tensor_Release(ins[i]);
+    for (size_t j = 0; j < noutputs; j++) Tensor_Release(outs[j]);
     RedisModule_Free(ins);
     RedisModule_Free(outs);
     RedisModule_Free(rows);

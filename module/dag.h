@@ -119,7 +119,7 @@ void Dag_UpdateStats(RAI_Dag *dag);
 
 /* Auto-batching (spec 7.1), for the run queue's workers. The model op the
  * DAG runs next when it may join a batch (model BATCHSIZE > 0, inputs with
- * a dim 0, not STRING), else NULL. */
+ * a dim 0; STRING ones too, as in 1.2), else NULL. */
 RAI_DagOp *Dag_BatchableOp(RAI_Dag *dag);
 /* Dim 0 shared by the inputs of that op, -1 when they disagree. */
 long long Dag_BatchDim(RAI_Dag *dag);

@@ -386,6 +386,7 @@ static const RAI_HostApi host_api = {
     .call_reply_free = hostCallReplyFree,
     .model_execute = hostModelExecute,
     .error_take = hostErrorTake,
+    .run_queue_count = RunQueue_Count,
 };
 
 const RAI_HostApi *HostApi_Get(void) {

@@ -80,6 +80,7 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
     };
     memcpy(m->tag, p->tag, p->tag_len);
     m->tag[p->tag_len] = '\0';
+    Backend_CountUse(m->backend, 0, +1);
     if (names.inputs) {
         m->ninputs = names.ninputs;
         m->inputs = names.inputs;
@@ -106,6 +107,7 @@ void Model_Release(RAI_Model *m) {
     if (m == NULL) return;
     if (__atomic_sub_fetch(&m->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
     m->be->model_free(m->handle);
+    Backend_CountUse(m->backend, 0, -1);
     RunStats_Free(m->stats);
     freeNames(m->ninputs, m->inputs);
     freeNames(m->noutputs, m->outputs);

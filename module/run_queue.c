@@ -201,6 +201,12 @@ void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag) {
     pthread_mutex_unlock(&q->lock);
 }
 
+size_t RunQueue_Count(void) {
+    size_t n = 0;
+    for (const RAI_RunQueue *q = queues; q; q = q->next) n++;
+    return n;
+}
+
 void RunQueue_InfoCpu(RedisModuleInfoCtx *ctx) {
     for (RAI_RunQueue *q = queues; q; q = q->next) {
         for (int i = 0; i < q->nthreads; i++) {

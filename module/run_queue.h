@@ -20,6 +20,8 @@ void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag);
 const char *RunQueue_Name(const RAI_RunQueue *q);
 /* Index of the calling worker within its queue, -1 off the workers. */
 int RunQueue_WorkerIndex(void);
+/* Queues created so far (at least CPU's, made at load). Main thread. */
+size_t RunQueue_Count(void);
 /* INFO fields ai_queue_<DEVICE>_bthread_n<i>_used_cpu_total. Main thread. */
 void RunQueue_InfoCpu(RedisModuleInfoCtx *ctx);
 

@@ -42,15 +42,16 @@ size_t limit_bytes() {
     return mb > 0 ? (size_t)mb * 1024 * 1024 : 0;
 }
 
-/* Adds size to the count unless that passes the limit. */
+/* Adds size to the count unless that passes the limit. As in 1.2, a
+ * refused allocation is no access: the counter moves only with memory. */
 bool count(CountingAllocator *a, size_t size) {
-    a->accesses.fetch_add(1, std::memory_order_relaxed);
     size_t before = a->bytes.fetch_add(size, std::memory_order_relaxed);
     size_t limit = limit_bytes();
     if (limit && (before + size > limit || before + size < before)) {
         a->bytes.fetch_sub(size, std::memory_order_relaxed);
         return false;
     }
+    a->accesses.fetch_add(1, std::memory_order_relaxed);
     return true;
 }
 
@@ -65,6 +66,7 @@ void *allocate(OrtAllocator *self, size_t size) {
     void *raw = total > size ? ort.host->alloc(total) : nullptr;
     if (!raw) {
         a->bytes.fetch_sub(size, std::memory_order_relaxed);
+        a->accesses.fetch_sub(1, std::memory_order_relaxed);
         throw std::bad_alloc();
     }
     uintptr_t start = reinterpret_cast<uintptr_t>(raw) + sizeof(Header);

@@ -6,6 +6,7 @@
  * the external-data check in ort_external.c.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "backend_abi.h"
 #include "ort_allocator.h"
@@ -27,6 +28,20 @@ int ort_failed(OrtStatus *status, RAI_Error *err) {
     return 1;
 }
 
+int ort_failed_limit(OrtStatus *status, RAI_Error *err, const char *prefix) {
+    if (!status) {
+        return 0;
+    }
+    /* The refusal is an exception ORT catches at a kernel or at session
+     * initialization and wraps in its own words: its text is what marks it. */
+    if (strstr(ort.api->GetErrorMessage(status), ORT_MEMORY_LIMIT_TEXT)) {
+        ort.host->error_set(err, "%s%s", prefix, ORT_MEMORY_LIMIT_TEXT);
+        ort.api->ReleaseStatus(status);
+        return 1;
+    }
+    return ort_failed(status, err);
+}
+
 void ort_discard(OrtStatus *status) {
     if (status) {
         ort.api->ReleaseStatus(status);
@@ -45,9 +60,15 @@ static void ort_log(void *param, OrtLoggingLevel severity, const char *category,
     ort.host->log(level, "ONNX Runtime [%s]: %s", category ? category : "", message);
 }
 
-/* INFO MODULES, after the core's ai_onnxruntime_version and _path (spec 13).
- * One run session per worker thread of each device's queue, as 1.2 counts
- * them. */
+/* Device queues whose workers may run a session: every queue the core has,
+ * whichever backend's model made it, as in 1.2 (a queue's workers serve all
+ * backends). A host older than ABI 1.4 cannot tell: its CPU queue only. */
+static size_t run_queue_count(void) {
+    return ort.host->size >= RAI_HOST_API_SIZE_1_4 ? ort.host->run_queue_count() : 1;
+}
+
+/* INFO MODULES, after the core's ai_onnxruntime_version (spec 13). One run
+ * session per worker thread of each device's queue, as 1.2 counts them. */
 static void ort_info(void *ctx, void (*add)(void *ctx, const char *field, const char *value)) {
     char value[32];
     snprintf(value, sizeof(value), "%zu", ort_allocator_bytes());
@@ -55,7 +76,7 @@ static void ort_info(void *ctx, void (*add)(void *ctx, const char *field, const 
     snprintf(value, sizeof(value), "%zu", ort_allocator_accesses());
     add(ctx, "onnxruntime_memory_access_num", value);
     long long threads = ort.host->config_get(RAI_CONFIG_THREADS_PER_QUEUE);
-    snprintf(value, sizeof(value), "%lld", threads * ort_model_device_count());
+    snprintf(value, sizeof(value), "%lld", threads * (long long)run_queue_count());
     add(ctx, "onnxruntime_maximum_run_sessions_number", value);
 }
 

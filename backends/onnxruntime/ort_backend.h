@@ -37,6 +37,11 @@ extern OrtBackend ort;
  * user sees ORT's own text) and the status released. 0 for success (NULL). */
 int ort_failed(OrtStatus *status, RAI_Error *err);
 
+/* As ort_failed, except that a refusal of the counting allocator
+ * (BACKEND_MEMORY_LIMIT) is recorded as RedisAI 1.2 words it: prefix, then
+ * ORT_MEMORY_LIMIT_TEXT, without the node ORT names around it. */
+int ort_failed_limit(OrtStatus *status, RAI_Error *err, const char *prefix);
+
 /* Releases the status of a cleanup call, whose failure leaves nothing to do. */
 void ort_discard(OrtStatus *status);
 

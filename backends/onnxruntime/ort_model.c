@@ -30,21 +30,6 @@ typedef struct OrtModel {
     size_t charged;
 } OrtModel;
 
-/* Devices sessions were made for: bit 0 the CPU, bit 1 + n GPU n (n < 63).
- * Main thread only (model_create, info). */
-static uint64_t devices_used = 1;
-
-int ort_model_device_count(void) {
-    return __builtin_popcountll(devices_used);
-}
-
-static void note_device(const RAI_ModelSpec *spec) {
-    if (spec->device == RAI_DEVICE_GPU) {
-        int64_t id = spec->device_id >= 0 ? spec->device_id : 0;
-        devices_used |= id < 63 ? 2ull << id : 1ull << 63;
-    }
-}
-
 /* ---------------------------------------------------------------------- */
 /* Session options */
 
@@ -245,7 +230,7 @@ void *ort_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Err
      * allocator, not the environment's: the session is charged its blob
      * size, which bounds what it can hold, for as long as it lives. */
     if (!ort_allocator_charge(spec->blob_len)) {
-        host->error_set(err, ORT_MEMORY_LIMIT_TEXT);
+        host->error_set(err, ORT_INIT_EXCEPTION_PREFIX ORT_MEMORY_LIMIT_TEXT);
         goto fail;
     }
     m->charged = spec->blob_len;
@@ -255,9 +240,9 @@ void *ort_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Err
     }
     /* ORT copies what it needs from the blob: the core's copy is not
      * referenced after this call. */
-    if (ort_failed(ort.api->CreateSessionFromArray(ort.env, spec->blob, spec->blob_len, opts,
-                                                   &m->session),
-                   err)) {
+    if (ort_failed_limit(ort.api->CreateSessionFromArray(ort.env, spec->blob, spec->blob_len,
+                                                         opts, &m->session),
+                         err, ORT_INIT_EXCEPTION_PREFIX)) {
         /* e.g. "No graph was found in the protobuf." */
         m->session = NULL;
         goto fail;
@@ -266,7 +251,6 @@ void *ort_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Err
         goto fail;
     }
     ort.api->ReleaseSessionOptions(opts);
-    note_device(spec);
     return m;
 
 fail:
@@ -333,7 +317,7 @@ int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inpu
     if (timeout_ms > 0) {
         ort_watchdog_unwatch(&watch);
     }
-    if (ort_failed(status, err)) {
+    if (ort_failed_limit(status, err, "")) {
         goto done;
     }
 

@@ -13,7 +13,4 @@ void ort_model_free(void *model);
 int ort_model_run(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
                   size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err);
 
-/* Devices with at least one session so far (the CPU always counts). */
-int ort_model_device_count(void);
-
 #endif

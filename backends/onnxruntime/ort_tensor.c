@@ -9,10 +9,12 @@
  *
  * Outputs: ORT allocates them; the core adopts the buffer and releases the
  * OrtValue when the last reference goes, possibly on another thread and
- * after the session is gone (the value keeps its allocator alive).
+ * after the session is gone (the value keeps its allocator alive). A
+ * sequence of maps is copied into one [maps, values] tensor.
  */
 #include "ort_tensor.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -208,6 +210,116 @@ static RAI_Tensor *numeric_tensor_to_core(OrtValue *value, RAI_DType dt, const i
     return t;
 }
 
+/* Values of one map of a sequence, as a 1-d numeric tensor. */
+static OrtValue *map_values(OrtValue *seq, size_t i, RAI_Error *err) {
+    const OrtApi *api = ort.api;
+    OrtValue *map = NULL;
+    OrtValue *values = NULL;
+    enum ONNXType kind;
+    if (ort_failed(api->GetValue(seq, (int)i, ort.allocator, &map), err)) {
+        return NULL;
+    }
+    if (ort_failed(api->GetValueType(map, &kind), err)) {
+        goto done;
+    }
+    if (kind != ONNX_TYPE_MAP) {
+        ort.host->error_set(err, "ERR unsupported output type");
+        goto done;
+    }
+    /* A map value is the pair (keys, values), index 1 the values, in the
+     * order of the keys: ORT keeps maps sorted by key. */
+    if (ort_failed(api->GetValue(map, 1, ort.allocator, &values), err)) {
+        values = NULL;
+    }
+done:
+    api->ReleaseValue(map);
+    return values;
+}
+
+/* A sequence of maps, what ZipMap makes of a classifier's probabilities
+ * (scikit-learn models converted by skl2onnx): as RedisAI 1.2, one row per
+ * map holding its values, so [maps, values per map], the values' dtype. */
+static RAI_Tensor *map_sequence_to_core(OrtValue *seq, RAI_Error *err) {
+    const RAI_HostApi *host = ort.host;
+    const OrtApi *api = ort.api;
+    RAI_Tensor *t = NULL;
+    size_t rows = 0;
+    size_t cols = 0;
+    size_t row_bytes = 0;
+    RAI_DType dt = {.code = RAI_DTYPE_FLOAT, .bits = 32};
+    if (ort_failed(api->GetValueCount(seq, &rows), err)) {
+        goto done;
+    }
+    if (rows > INT_MAX) {
+        host->error_set(err, "ERR unsupported output type");
+        goto done;
+    }
+    for (size_t i = 0; i < rows; i++) {
+        OrtValue *values = map_values(seq, i, err);
+        if (!values) {
+            goto fail;
+        }
+        OrtTensorTypeAndShapeInfo *info = NULL;
+        ONNXTensorElementDataType type;
+        size_t n = 0;
+        void *data = NULL;
+        RAI_DType row_dt;
+        int ok = !ort_failed(api->GetTensorTypeAndShape(values, &info), err) &&
+                 !ort_failed(api->GetTensorElementType(info, &type), err) &&
+                 !ort_failed(api->GetTensorShapeElementCount(info, &n), err);
+        if (info) {
+            api->ReleaseTensorTypeAndShapeInfo(info);
+        }
+        if (ok && (!core_type_of(type, &row_dt) || row_dt.code == RAI_DTYPE_STRING)) {
+            host->error_set(err, "ERR unsupported output type");
+            ok = 0;
+        }
+        if (ok && i == 0) {
+            /* The first map sets the shape; the others must agree. */
+            dt = row_dt;
+            cols = n;
+            row_bytes = n * (dt.bits / 8);
+            int64_t dims[2] = {(int64_t)rows, (int64_t)cols};
+            t = host->tensor_create(dt, dims, 2);
+            if (!t) {
+                host->error_set(err, "ERR could not create an output tensor");
+                ok = 0;
+            }
+        } else if (ok && (n != cols || row_dt.code != dt.code || row_dt.bits != dt.bits)) {
+            host->error_set(err, "ERR maps of an output sequence differ in size or type");
+            ok = 0;
+        }
+        if (ok && row_bytes) {
+            ok = !ort_failed(api->GetTensorMutableData(values, &data), err);
+            if (ok) {
+                memcpy((char *)host->tensor_data(t) + i * row_bytes, data, row_bytes);
+            }
+        }
+        api->ReleaseValue(values);
+        if (!ok) {
+            goto fail;
+        }
+    }
+    if (rows == 0) {
+        /* No map tells the width: an empty batch gives [0, 0]. */
+        int64_t dims[2] = {0, 0};
+        t = host->tensor_create(dt, dims, 2);
+        if (!t) {
+            host->error_set(err, "ERR could not create an output tensor");
+        }
+    }
+    goto done;
+
+fail:
+    if (t) {
+        host->tensor_release(t);
+        t = NULL;
+    }
+done:
+    api->ReleaseValue(seq);
+    return t;
+}
+
 RAI_Tensor *ort_tensor_to_core(OrtValue *value, RAI_Tensor *const *inputs, size_t ninputs,
                                RAI_Error *err) {
     const RAI_HostApi *host = ort.host;
@@ -225,7 +337,10 @@ RAI_Tensor *ort_tensor_to_core(OrtValue *value, RAI_Tensor *const *inputs, size_
     if (ort_failed(api->GetValueType(value, &kind), err)) {
         goto fail;
     }
-    /* Sequences, maps, sparse tensors and optionals have no core form. */
+    if (kind == ONNX_TYPE_SEQUENCE) {
+        return map_sequence_to_core(value, err); /* takes ownership of value */
+    }
+    /* Other sequences, maps, sparse tensors and optionals have no core form. */
     if (kind != ONNX_TYPE_TENSOR) {
         host->error_set(err, "ERR unsupported output type");
         goto fail;
