@@ -151,10 +151,12 @@ def llapi_error(reply: Any, code: str) -> str:
     return text[len(code) + 1:]
 
 
-def calls(c: RawClient, key: str) -> int:
+def stats(c: RawClient, key: str) -> tuple[int, int, int]:
+    """AI.INFO's (calls, errors, samples) of a stored model or script."""
     info = c.execute("AI.INFO", key)
     assert isinstance(info, list), info
-    return dict(zip(info[::2], info[1::2]))[b"calls"]
+    fields = dict(zip(info[::2], info[1::2]))
+    return fields[b"calls"], fields[b"errors"], fields[b"samples"]
 
 
 # --- the models of each backend: two inputs a, b and one output -------------------------
@@ -550,23 +552,35 @@ def test_bad_dag_strings(c: RawClient) -> None:
 # --- statistics -------------------------------------------------------------------------
 
 def test_info_counts_llapi_runs(c: RawClient, model: TwoInputModel) -> None:
+    """Every run of a stored model or script counts in its AI.INFO, sync or async, alone, in a
+    batch of run contexts or in a DAG, like a command's run; a run the backend refuses or
+    fails counts as a call and an error."""
     _store_model_and_script(c, model)
     put(c, "b", B)
     io = _io(model)
-    assert calls(c, "m") == 0 and calls(c, "s") == 0
-    c.execute("LLAPI.MODELRUN_ASYNC", "m", *io)
-    c.execute("LLAPI.MODELRUN_ASYNC", "m", *io)
-    assert calls(c, "m") == 2
-    c.execute("LLAPI.MODELRUN", "m", *io)
-    assert calls(c, "m") == 3
+    rows = A.shape[0]
+    assert stats(c, "m") == (0, 0, 0) and stats(c, "s") == (0, 0, -1)
+    for _ in range(2):
+        outputs(c.execute("LLAPI.MODELRUN_ASYNC", "m", *io))
+    assert stats(c, "m") == (2, 0, 2 * rows)
+    c.execute("LLAPI.MODELRUN", "m", *io)         # ONNX refuses a synchronous run
+    c.execute("LLAPI.MODELRUN_BATCH", "m", *io)   # two run contexts: two calls
+    if model.backend == "ONNX":
+        assert stats(c, "m") == (5, 3, 2 * rows)
+    else:
+        assert stats(c, "m") == (5, 0, 5 * rows)
+    before = stats(c, "m")
     c.execute("LLAPI.DAGRUN", "m", "s", "a", "add_all")
-    assert calls(c, "m") == 4 and calls(c, "s") == 1
-    c.execute("LLAPI.SCRIPTRUN_ASYNC", "s", "add_all", "INPUTS", 1, "a", "OUTPUTS", 1)
-    c.execute("LLAPI.SCRIPTRUN", "s", "add_all", "INPUTS", 1, "a", "OUTPUTS", 1)
-    assert calls(c, "s") == 3
-    # and like a command's run
+    assert stats(c, "m") == (before[0] + 1, before[1], before[2] + rows)
+    assert stats(c, "s") == (1, 0, -1)
+    outputs(c.execute("LLAPI.SCRIPTRUN_ASYNC", "s", "add_all", "INPUTS", 1, "a", "OUTPUTS", 1))
+    outputs(c.execute("LLAPI.SCRIPTRUN", "s", "add_all", "INPUTS", 1, "a", "OUTPUTS", 1))
+    llapi_error(c.execute("LLAPI.SCRIPTRUN_ASYNC", "s", "reshape_fails", "INPUTS", 1, "a", "OUTPUTS", 1),
+                "ESCRIPTRUN")
+    assert stats(c, "s") == (4, 1, -1)
+    # and a command's run counts in the same entry
     assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "out"))
-    assert calls(c, "m") == 5
+    assert stats(c, "m") == (before[0] + 2, before[1], before[2] + 2 * rows)
 
 
 # --- the test module's own commands declare their keys ----------------------------------
