@@ -341,6 +341,7 @@ void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
     if (n == 1) return runFrom(dags[0], q);
 
     RAI_DagOp *op0 = &dags[0]->ops[dags[0]->next_op];
+    size_t nin = op0->ninputs, nout = op0->noutputs;
     long long *rows = RedisModule_Alloc(sizeof(long long) * n);
     long long total = 0;
     for (size_t k = 0; k < n; k++) total += rows[k] = Dag_BatchDim(dags[k]);
@@ -386,8 +387,10 @@ void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
         }
     }
     Error_Clear(&err);
-    for (size_t i = 0; i < op0->ninputs; i++) Tensor_Release(ins[i]);
-    for (size_t j = 0; j < op0->noutputs; j++) Tensor_Release(outs[j]);
+    /* Not op0's counts: the DAGs are finished above, and a finished DAG may be freed at
+     * once (on the main thread after its unblock, or in an LLAPI on_finish right here). */
+    for (size_t i = 0; i < nin; i++) Tensor_Release(ins[i]);
+    for (size_t j = 0; j < nout; j++) Tensor_Release(outs[j]);
     RedisModule_Free(ins);
     RedisModule_Free(outs);
     RedisModule_Free(rows);
