@@ -9,11 +9,17 @@ in-process, and with RedisAI's own commands:
 
 * OnLoad fetches all 76 functions; loading it before redisai.so fails with a log line;
 * tensors made, filled, read, concatenated, sliced, copied, and stored in keys;
-* models (TF, TORCH, ONNX) from the keyspace and from a blob, run synchronously, batched and
-  asynchronously; ModelSerialize; scripts stored by AI.SCRIPTSTORE and made by ScriptCreate;
-* DAGs built op by op and from a string, a failing DAG and bad DAG strings;
-* errors: codes (by their number), messages, one-line messages, clone and clear;
+* models (TF, TORCH, ONNX) from the keyspace and from a blob, run synchronously (ONNX refuses,
+  as in 1.2), as a batch of run contexts and asynchronously (batching with the commands' runs
+  on the same queue); ModelSerialize; scripts stored by AI.SCRIPTSTORE and made by ScriptCreate;
+* DAGs built op by op and from a string; DAGs refused while built, failing while run, run twice;
+  bad DAG strings;
+* errors: codes (by their number), messages (the commands' own texts), one-line messages,
+  clone and clear; the return value of every call the module makes is checked (LLAPI.CHECK);
 * AI.INFO counts the LLAPI's runs of stored models and scripts like the commands' runs.
+
+Reference counts are exercised on purpose (shallow copies outliving keys, objects freed while
+their run is queued): run it under AddressSanitizer with ci/asan-tests.sh tests/test_llapi.py.
 """
 from __future__ import annotations
 
