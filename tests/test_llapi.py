@@ -9,11 +9,17 @@ in-process, and with RedisAI's own commands:
 
 * OnLoad fetches all 76 functions; loading it before redisai.so fails with a log line;
 * tensors made, filled, read, concatenated, sliced, copied, and stored in keys;
-* models (TF, TORCH, ONNX) from the keyspace and from a blob, run synchronously, batched and
-  asynchronously; ModelSerialize; scripts stored by AI.SCRIPTSTORE and made by ScriptCreate;
-* DAGs built op by op and from a string, a failing DAG and bad DAG strings;
-* errors: codes (by their number), messages, one-line messages, clone and clear;
+* models (TF, TORCH, ONNX) from the keyspace and from a blob, run synchronously (ONNX refuses,
+  as in 1.2), as a batch of run contexts and asynchronously (batching with the commands' runs
+  on the same queue); ModelSerialize; scripts stored by AI.SCRIPTSTORE and made by ScriptCreate;
+* DAGs built op by op and from a string; DAGs refused while built, failing while run, run twice;
+  bad DAG strings;
+* errors: codes (by their number), messages (the commands' own texts), one-line messages,
+  clone and clear; the return value of every call the module makes is checked (LLAPI.CHECK);
 * AI.INFO counts the LLAPI's runs of stored models and scripts like the commands' runs.
+
+Reference counts are exercised on purpose (shallow copies outliving keys, objects freed while
+their run is queued): run it under AddressSanitizer with ci/asan-tests.sh tests/test_llapi.py.
 """
 from __future__ import annotations
 
@@ -107,6 +113,9 @@ def c(srv: RedisServer) -> Iterator[RawClient]:
     client = RawClient(srv.port)
     assert_ok(client.execute("FLUSHALL"))
     yield client
+    # every call whose return value the module only checks returned what the API promises
+    assert client.execute("LLAPI.CHECK")[3] == 0, [ln for ln in srv.log().splitlines()
+                                                   if "llapitest:" in ln]
     client.close()
     assert srv.alive(), srv.log()
 
@@ -148,10 +157,12 @@ def llapi_error(reply: Any, code: str) -> str:
     return text[len(code) + 1:]
 
 
-def calls(c: RawClient, key: str) -> int:
+def stats(c: RawClient, key: str) -> tuple[int, int, int]:
+    """AI.INFO's (calls, errors, samples) of a stored model or script."""
     info = c.execute("AI.INFO", key)
     assert isinstance(info, list), info
-    return dict(zip(info[::2], info[1::2]))[b"calls"]
+    fields = dict(zip(info[::2], info[1::2]))
+    return fields[b"calls"], fields[b"errors"], fields[b"samples"]
 
 
 # --- the models of each backend: two inputs a, b and one output -------------------------
@@ -186,7 +197,7 @@ def model(request: pytest.FixtureRequest) -> TwoInputModel:
 # --- the API itself ---------------------------------------------------------------------
 
 def test_all_functions_fetched(c: RawClient) -> None:
-    assert c.execute("LLAPI.CHECK") == [1, 76, 76]
+    assert c.execute("LLAPI.CHECK")[:3] == [1, 76, 76]
 
 
 def _header_names() -> list[str]:
@@ -223,7 +234,7 @@ def test_error_object_life(c: RawClient) -> None:
     assert code == clone_code == "ESCRIPTCREATE"
     assert msg and clone_msg == msg
     assert b"\n" not in oneline and oneline == msg.replace(b"\n", b" ")
-    assert cleared_code == "OK" and cleared_msg in (None, b"")
+    assert cleared_code == "OK" and cleared_msg is None   # NULL once cleared, as in 1.2
 
 
 # --- tensors ----------------------------------------------------------------------------
@@ -547,23 +558,35 @@ def test_bad_dag_strings(c: RawClient) -> None:
 # --- statistics -------------------------------------------------------------------------
 
 def test_info_counts_llapi_runs(c: RawClient, model: TwoInputModel) -> None:
+    """Every run of a stored model or script counts in its AI.INFO, sync or async, alone, in a
+    batch of run contexts or in a DAG, like a command's run; a run the backend refuses or
+    fails counts as a call and an error."""
     _store_model_and_script(c, model)
     put(c, "b", B)
     io = _io(model)
-    assert calls(c, "m") == 0 and calls(c, "s") == 0
-    c.execute("LLAPI.MODELRUN_ASYNC", "m", *io)
-    c.execute("LLAPI.MODELRUN_ASYNC", "m", *io)
-    assert calls(c, "m") == 2
-    c.execute("LLAPI.MODELRUN", "m", *io)
-    assert calls(c, "m") == 3
+    rows = A.shape[0]
+    assert stats(c, "m") == (0, 0, 0) and stats(c, "s") == (0, 0, -1)
+    for _ in range(2):
+        outputs(c.execute("LLAPI.MODELRUN_ASYNC", "m", *io))
+    assert stats(c, "m") == (2, 0, 2 * rows)
+    c.execute("LLAPI.MODELRUN", "m", *io)         # ONNX refuses a synchronous run
+    c.execute("LLAPI.MODELRUN_BATCH", "m", *io)   # two run contexts: two calls
+    if model.backend == "ONNX":
+        assert stats(c, "m") == (5, 3, 2 * rows)
+    else:
+        assert stats(c, "m") == (5, 0, 5 * rows)
+    before = stats(c, "m")
     c.execute("LLAPI.DAGRUN", "m", "s", "a", "add_all")
-    assert calls(c, "m") == 4 and calls(c, "s") == 1
-    c.execute("LLAPI.SCRIPTRUN_ASYNC", "s", "add_all", "INPUTS", 1, "a", "OUTPUTS", 1)
-    c.execute("LLAPI.SCRIPTRUN", "s", "add_all", "INPUTS", 1, "a", "OUTPUTS", 1)
-    assert calls(c, "s") == 3
-    # and like a command's run
+    assert stats(c, "m") == (before[0] + 1, before[1], before[2] + rows)
+    assert stats(c, "s") == (1, 0, -1)
+    outputs(c.execute("LLAPI.SCRIPTRUN_ASYNC", "s", "add_all", "INPUTS", 1, "a", "OUTPUTS", 1))
+    outputs(c.execute("LLAPI.SCRIPTRUN", "s", "add_all", "INPUTS", 1, "a", "OUTPUTS", 1))
+    llapi_error(c.execute("LLAPI.SCRIPTRUN_ASYNC", "s", "reshape_fails", "INPUTS", 1, "a", "OUTPUTS", 1),
+                "ESCRIPTRUN")
+    assert stats(c, "s") == (4, 1, -1)
+    # and a command's run counts in the same entry
     assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "out"))
-    assert calls(c, "m") == 5
+    assert stats(c, "m") == (before[0] + 2, before[1], before[2] + 2 * rows)
 
 
 # --- the test module's own commands declare their keys ----------------------------------

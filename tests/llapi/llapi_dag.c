@@ -160,21 +160,21 @@ static int DagRun_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
     }
     /* An op made and dropped: the DAG never sees it. */
     RAI_DAGRunOp *unused = RedisAI_DAGCreateModelRunOp(model);
-    RedisAI_DAGRunOpAddInput(unused, "a");
+    LLT_EXPECT(RedisAI_DAGRunOpAddInput(unused, "a"), REDISMODULE_OK);
     RedisAI_DAGRunOpFree(unused);
 
-    RedisAI_DAGLoadTensor(job->run, "a", a);
-    RedisAI_DAGAddTensorSet(job->run, "b", b);
+    LLT_EXPECT(RedisAI_DAGLoadTensor(job->run, "a", a), REDISMODULE_OK);
+    LLT_EXPECT(RedisAI_DAGAddTensorSet(job->run, "b", b), REDISMODULE_OK);
     RedisAI_TensorFree(b); /* the DAG holds its own reference */
 
     RAI_DAGRunOp *mop = RedisAI_DAGCreateModelRunOp(model);
-    RedisAI_DAGRunOpAddInput(mop, "a");
-    if (!fail) RedisAI_DAGRunOpAddInput(mop, "b");
-    RedisAI_DAGRunOpAddOutput(mop, "c");
+    LLT_EXPECT(RedisAI_DAGRunOpAddInput(mop, "a"), REDISMODULE_OK);
+    if (!fail) LLT_EXPECT(RedisAI_DAGRunOpAddInput(mop, "b"), REDISMODULE_OK);
+    LLT_EXPECT(RedisAI_DAGRunOpAddOutput(mop, "c"), REDISMODULE_OK);
     RAI_DAGRunOp *sop = RedisAI_DAGCreateScriptRunOp(script, RedisModule_StringPtrLen(argv[4], NULL));
-    RedisAI_DAGRunOpAddInput(sop, "a");
-    RedisAI_DAGRunOpAddInput(sop, "c");
-    RedisAI_DAGRunOpAddOutput(sop, "d");
+    LLT_EXPECT(RedisAI_DAGRunOpAddInput(sop, "a"), REDISMODULE_OK);
+    LLT_EXPECT(RedisAI_DAGRunOpAddInput(sop, "c"), REDISMODULE_OK);
+    LLT_EXPECT(RedisAI_DAGRunOpAddOutput(sop, "d"), REDISMODULE_OK);
     if (RedisAI_DAGAddRunOp(job->run, mop, job->err) != REDISMODULE_OK) {
         RedisAI_DAGRunOpFree(mop);
         RedisAI_DAGRunOpFree(sop);
@@ -184,8 +184,8 @@ static int DagRun_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
         RedisAI_DAGRunOpFree(sop);
         goto refused;
     }
-    RedisAI_DAGAddTensorGet(job->run, "c");
-    RedisAI_DAGAddTensorGet(job->run, "d");
+    LLT_EXPECT(RedisAI_DAGAddTensorGet(job->run, "c"), REDISMODULE_OK);
+    LLT_EXPECT(RedisAI_DAGAddTensorGet(job->run, "d"), REDISMODULE_OK);
     job->try_rerun = 1;
     return StartDag(ctx, job);
 
@@ -202,8 +202,9 @@ static int DagString_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv,
     }
     DagJob *job = DagJobCreate();
     for (int i = 2; i < argc; i++) {
-        RedisAI_DAGLoadTensor(job->run, RedisModule_StringPtrLen(argv[i], NULL),
-                              LLT_KeyTensor(ctx, argv[i]));
+        LLT_EXPECT(RedisAI_DAGLoadTensor(job->run, RedisModule_StringPtrLen(argv[i], NULL),
+                                         LLT_KeyTensor(ctx, argv[i])),
+                   REDISMODULE_OK);
     }
     size_t len;
     const char *dag = RedisModule_StringPtrLen(argv[1], &len);

@@ -252,10 +252,11 @@ static int StartRun(RedisModuleCtx *ctx, RunJob *job, int async) {
 static RAI_ModelRunCtx *ModelContext(RAI_Model *model, IOSpec *io, RAI_Tensor **inputs) {
     RAI_ModelRunCtx *mctx = RedisAI_ModelRunCtxCreate(model);
     for (int i = 0; i < io->ninputs; i++) {
-        RedisAI_ModelRunCtxAddInput(mctx, RedisModule_StringPtrLen(io->inputs[i], NULL), inputs[i]);
+        LLT_EXPECT(RedisAI_ModelRunCtxAddInput(mctx, RedisModule_StringPtrLen(io->inputs[i], NULL),
+                                               inputs[i]), 1);
     }
     for (int i = 0; i < io->noutputs; i++) {
-        RedisAI_ModelRunCtxAddOutput(mctx, RedisModule_StringPtrLen(io->outputs[i], NULL));
+        LLT_EXPECT(RedisAI_ModelRunCtxAddOutput(mctx, RedisModule_StringPtrLen(io->outputs[i], NULL)), 1);
     }
     return mctx;
 }
@@ -449,14 +450,14 @@ static int ScriptRunGeneric(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     }
     job->sctx = RedisAI_ScriptRunCtxCreate(script, RedisModule_StringPtrLen(argv[2], NULL));
     for (int i = 0; i < io.ninputs; i++) {
-        RedisAI_ScriptRunCtxAddInput(job->sctx, inputs[i], job->err);
+        LLT_EXPECT(RedisAI_ScriptRunCtxAddInput(job->sctx, inputs[i], job->err), 1);
         if (RedisAI_GetErrorCode(job->err) != RedisAI_ErrorCode_OK) goto failed;
     }
     if (io.nlist > 0) {
-        RedisAI_ScriptRunCtxAddInputList(job->sctx, list, io.nlist, job->err);
+        LLT_EXPECT(RedisAI_ScriptRunCtxAddInputList(job->sctx, list, io.nlist, job->err), 1);
         if (RedisAI_GetErrorCode(job->err) != RedisAI_ErrorCode_OK) goto failed;
     }
-    for (int i = 0; i < io.noutputs; i++) RedisAI_ScriptRunCtxAddOutput(job->sctx);
+    for (int i = 0; i < io.noutputs; i++) LLT_EXPECT(RedisAI_ScriptRunCtxAddOutput(job->sctx), 1);
     RedisModule_Free(inputs);
     RedisModule_Free(list);
     return StartRun(ctx, job, async);
@@ -513,9 +514,13 @@ static int ScriptCreate_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **ar
         RedisAI_ScriptFree(script, job->err);
         job->sctx = RedisAI_ScriptRunCtxCreate(copy, RedisModule_StringPtrLen(argv[3], NULL));
         RedisAI_ScriptFree(copy, job->err);
-        for (int i = 0; i < io.ninputs; i++) RedisAI_ScriptRunCtxAddTensorInput(job->sctx, inputs[i]);
-        if (io.nlist > 0) RedisAI_ScriptRunCtxAddTensorInputList(job->sctx, list, io.nlist);
-        for (int i = 0; i < io.noutputs; i++) RedisAI_ScriptRunCtxAddOutput(job->sctx);
+        for (int i = 0; i < io.ninputs; i++) {
+            LLT_EXPECT(RedisAI_ScriptRunCtxAddTensorInput(job->sctx, inputs[i]), 1);
+        }
+        if (io.nlist > 0) {
+            LLT_EXPECT(RedisAI_ScriptRunCtxAddTensorInputList(job->sctx, list, io.nlist), 1);
+        }
+        for (int i = 0; i < io.noutputs; i++) LLT_EXPECT(RedisAI_ScriptRunCtxAddOutput(job->sctx), 1);
         StartRun(ctx, job, async);
     }
     RedisModule_Free(inputs);

@@ -17,6 +17,15 @@
 /* How many of the header's functions RedisAI_Initialize found (all of them, or OnLoad fails). */
 static int fetched_functions;
 
+/* Calls whose return value was not the promised one (LLT_EXPECT). Main thread only. */
+static long long unexpected_returns;
+
+void LLT_Expect(long long got, long long want, const char *what) {
+    if (got == want) return;
+    unexpected_returns++;
+    RedisModule_Log(NULL, "warning", "llapitest: %s returned %lld, expected %lld", what, got, want);
+}
+
 /* ------------------------------------------------------------------------------------------
  * Shared helpers
  * ------------------------------------------------------------------------------------------ */
@@ -167,7 +176,7 @@ RAI_Tensor *LLT_TensorFromArgs(RedisModuleCtx *ctx, RedisModuleString **argv, in
             RedisModule_ReplyWithError(ctx, "ERR blob size differs from TensorByteSize");
             return NULL;
         }
-        RedisAI_TensorSetData(t, blob, len);
+        LLT_EXPECT(RedisAI_TensorSetData(t, blob, len), 1);
         return t;
     }
     if (!strcasecmp(mode, "VALUES") && argc - at - 1 == (int)RedisAI_TensorLength(t)) {
@@ -206,16 +215,18 @@ int LLT_CreateCommand(RedisModuleCtx *ctx, const char *name, RedisModuleCmdFunc 
 }
 
 /* ------------------------------------------------------------------------------------------
- * LLAPI.CHECK: [RedisAI_GetLLAPIVersion(), functions fetched, functions in the header]
+ * LLAPI.CHECK: [RedisAI_GetLLAPIVersion(), functions fetched, functions in the header,
+ *               calls that returned what they should not (LLT_EXPECT)]
  * ------------------------------------------------------------------------------------------ */
 
 static int Check_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     (void)argv;
     if (argc != 1) return RedisModule_WrongArity(ctx);
-    RedisModule_ReplyWithArray(ctx, 3);
+    RedisModule_ReplyWithArray(ctx, 4);
     RedisModule_ReplyWithLongLong(ctx, RedisAI_GetLLAPIVersion());
     RedisModule_ReplyWithLongLong(ctx, fetched_functions);
     RedisModule_ReplyWithLongLong(ctx, REDISAI_LLAPI_FUNCTION_COUNT);
+    RedisModule_ReplyWithLongLong(ctx, unexpected_returns);
     return REDISMODULE_OK;
 }
 

@@ -33,6 +33,13 @@ RAI_Tensor *LLT_KeyTensor(RedisModuleCtx *ctx, RedisModuleString *name);
  * with TensorCreate / TensorSetData / TensorSetValueFrom*; NULL with an error sent. */
 RAI_Tensor *LLT_TensorFromArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 
+/* Checks the return value of a call whose result the module does not otherwise need: one
+ * that differs from what the API promises (1 for the run contexts' Add* and the tensor
+ * setters, REDISMODULE_OK for the DAG builders, as in 1.2) is logged and counted, and
+ * LLAPI.CHECK reports the count. */
+#define LLT_EXPECT(call, want) LLT_Expect((long long)(call), (want), #call)
+void LLT_Expect(long long got, long long want, const char *what);
+
 /* Command registration, one function per file. */
 int LLT_RegisterTensorCommands(RedisModuleCtx *ctx);
 int LLT_RegisterRunCommands(RedisModuleCtx *ctx);
