@@ -485,11 +485,13 @@ def test_stored_script_sync_and_async(c: RawClient) -> None:
 def test_script_from_source(c: RawClient) -> None:
     put(c, "a", A)
     put(c, "b", B)
-    # no entry points: the function's Tensor and List[Tensor] parameters take the inputs
-    for opts in ([], ["ASYNC"]):
-        [got] = outputs(c.execute("LLAPI.SCRIPTCREATE", "CPU", SCRIPT, "add_list", *opts,
-                                  "INPUTS", 2, "a", "b", "LIST", 1, "a", "OUTPUTS", 1))
-        np.testing.assert_allclose(got, A + B + A)
+    # no entry points declared: a function shaped as one, f(tensors, keys, args), gets the
+    # inputs as its list; any other takes them in its Tensor and List[Tensor] parameters
+    for fn in ("add_all", "add_list"):
+        for opts in ([], ["ASYNC"]):
+            [got] = outputs(c.execute("LLAPI.SCRIPTCREATE", "CPU", SCRIPT, fn, *opts,
+                                      "INPUTS", 2, "a", "b", "LIST", 1, "a", "OUTPUTS", 1))
+            np.testing.assert_allclose(got, A + B + A, err_msg=f"{fn} {opts}")
     msg = llapi_error(c.execute("LLAPI.SCRIPTCREATE", "CPU", "def f(:", "f", "INPUTS", 1, "a", "OUTPUTS", 1),
                       "ESCRIPTCREATE")
     # the message AI.SCRIPTSTORE gives for the same source
