@@ -7,6 +7,14 @@
 3. cmake configure + build in build/ (Unix Makefiles), output shown as it comes;
 4. install/redisai-<version>/ laid out by layout.py.
 
+Side-by-side backends (variants.py): `build --with onnxruntime==1.21.0` also
+builds the ONNX backend against that version's wheel, in build/variants/<folder>/,
+into its own folder of the tree; every such folder the tree already holds is
+rebuilt the same way (its manifest's `source` line names the wheel), so it follows
+the backend's sources. `build --default onnxruntime==1.21.0` points the default
+link at that folder; without it the link names this environment's version.
+`build-variant onnxruntime==1.21.0` builds one such folder alone.
+
 With sanitize="address" the same happens in build-asan/ and
 install-asan/redisai-<version>/, with cmake's REDISAI_SANITIZE=address: the
 module and the backends get AddressSanitizer, the frameworks stay as shipped.
@@ -220,22 +228,9 @@ def build(variant: str = "cpu", jobs: int = 2, build_dir: Path | None = None,
     _say(f"redismodule.h from {redismodule_dir}")
     chosen = _select_backends()
 
-    sha = git_sha()
-    _compile(build_dir, redismodule_dir, chosen, variant, sha, sanitize, jobs)
-
-    core = build_dir / "redisai.so"
-    if not core.is_file():
-        raise BuildError(f"the build produced no {core}")
-    built: list[BuiltBackend] = []
-    for fw in chosen:
-        lib = build_dir / f"redisai_{fw.spec.backend}.so"
-        if not lib.is_file():
-            raise BuildError(f"the build produced no {lib}")
-        built.append(BuiltBackend(framework=fw, library=lib, variant=variant))
-
     # Side-by-side folders: those the tree holds (rebuilt, so that they follow the
-    # backend's sources) and those asked for now.
-    main_folders = {b.folder for b in built}
+    # backend's sources) and those asked for now. Checked before anything compiles.
+    main_folders = {backend_folder_name(fw.spec.backend, fw.version, variant) for fw in chosen}
     wanted: dict[str, tuple[variants.Request, str]] = {}
     for sf in variants.side_folders(install):
         if sf.folder in main_folders:
@@ -248,15 +243,27 @@ def build(variant: str = "cpu", jobs: int = 2, build_dir: Path | None = None,
             raise BuildError(f"--with {req}: that is the version in this environment, "
                              "built anyway")
         wanted[folder] = (req, variant)
-    sides = [_compile_side(req, v, redismodule_dir, sha, jobs, build_dir)
-             for req, v in wanted.values()]
-
     links: dict[str, str] = {}
     for req in wanted_defaults:
         folder = backend_folder_name(req.spec.backend, req.version, variant)
         if folder not in main_folders and folder not in wanted:
             raise BuildError(f"--default {req}: no folder {folder} is built (add --with {req})")
         links[req.spec.backend] = folder
+
+    sha = git_sha()
+    _compile(build_dir, redismodule_dir, chosen, variant, sha, sanitize, jobs)
+
+    core = build_dir / "redisai.so"
+    if not core.is_file():
+        raise BuildError(f"the build produced no {core}")
+    built: list[BuiltBackend] = []
+    for fw in chosen:
+        lib = build_dir / f"redisai_{fw.spec.backend}.so"
+        if not lib.is_file():
+            raise BuildError(f"the build produced no {lib}")
+        built.append(BuiltBackend(framework=fw, library=lib, variant=variant))
+    sides = [_compile_side(req, v, redismodule_dir, sha, jobs, build_dir)
+             for req, v in wanted.values()]
 
     _say(f"laying out {install}")
     lay_out(install, core, built, build_dir / "install-manifest.json",
