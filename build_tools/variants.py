@@ -20,6 +20,7 @@ anywhere; its wheel is only downloaded and read:
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import sys
@@ -120,10 +121,11 @@ def _wheel_prefix(req: Request) -> str:
 
 
 def _fits_this_python(wheel: Path) -> bool:
-    """A cached wheel of this interpreter's tag (cp311) or a pure-Python one."""
+    """A cached wheel of this interpreter's tag (cp311) and this machine (x86_64)."""
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     parts = wheel.stem.split("-")
-    return len(parts) >= 5 and (parts[-3] in (tag, "py3") or parts[-3].startswith(tag + "."))
+    return (len(parts) >= 5 and tag in parts[-3].split(".")
+            and platform.machine() in parts[-1])
 
 
 def fetch_wheel(req: Request) -> Path:
