@@ -12,7 +12,10 @@ manifest in the build folder records, per file, the source's size and mtime
 and the installed file's size and mtime; files whose source and copy are
 unchanged are kept (no re-copying 800 MB), everything else is written to a
 temporary name and renamed into place, and whatever the tree holds beyond
-what the build lays out is removed.
+what the build lays out is removed, except the side-by-side folders
+(backends/redisai_<name>-<other version>-<variant>/, built from another framework
+version's wheel: variants.py), which lay_out_folder() lays out one at a time,
+with `source <wheel>` in their manifest.
 """
 from __future__ import annotations
 
