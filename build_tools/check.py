@@ -10,6 +10,8 @@ symlinks and are checked as links only):
 - the only exported dynamic symbol is RAI_BackendEntry;
 - its folder's redisai_backend.manifest (manifest.py) matches: every listed file
   present with its size and SHA-256, no file beside it unlisted.
+A tree installed from packages also has redisai_core.manifest (core_manifest.py)
+at its top: when present it must match the same way.
 redisai.so: no RPATH/RUNPATH, NEEDED only the system runtime, the only
 export RedisModule_OnLoad.
 
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from . import manifest
+from . import core_manifest, manifest
 from .errors import BuildError
 
 CORE_EXPORT = "RedisModule_OnLoad"
@@ -265,6 +267,12 @@ class _Checker:
         row.problems += manifest.verify(folder)
         self.rows.append(row)
 
+    def check_core_manifest(self) -> None:
+        path = self.install / core_manifest.CORE_MANIFEST_NAME
+        row = Row(self.rel(path), "-", needed_ok=True, exports_ok=None)
+        row.problems += core_manifest.verify(self.install)
+        self.rows.append(row)
+
     def check_links(self, backends: Path) -> None:
         for link in sorted(p for p in backends.iterdir() if p.is_symlink()):
             row = Row(self.rel(link), "-", exports_ok=None)
@@ -320,17 +328,38 @@ def check_tree(install: Path) -> bool:
         checker.check_backend(lib)
     for folder in sorted({lib.parent for lib in backends}):
         checker.check_manifest(folder)
+    if (install / core_manifest.CORE_MANIFEST_NAME).is_file():
+        checker.check_core_manifest()
     if (install / "backends").is_dir():
         checker.check_links(install / "backends")
+    return _report(checker, install, bool(backends))
+
+
+def _report(checker: _Checker, install: Path, any_backend: bool) -> bool:
     print(f"[check] {install}")
-    if sanitized:
+    if checker.sanitized:
         print("[check] note: AddressSanitizer tree (redisai.so needs libasan): libasan.so "
               "counts as system runtime; load it with libasan preloaded (ci/asan-tests.sh)")
     _print_table(checker.rows)
     problems = [(r.file, p) for r in checker.rows for p in r.problems]
-    if not backends:
+    if not any_backend:
         print("[check] note: no backend in this tree")
     for file, p in problems:
         print(f"[check] problem: {file}: {p}")
     print(f"[check] {len(checker.rows)} file(s), {len(problems)} problem(s)")
     return not problems
+
+
+def check_backend_folder(folder: Path) -> bool:
+    """Checks one backend folder on its own (a BACKENDSPATH folder with no core
+    beside it): its .so, the libraries it pulls from lib/, its manifest. Prints
+    the same table; True when there is no problem."""
+    folder = folder.resolve()
+    libs = sorted(folder.glob("redisai_*.so"))
+    if not libs:
+        raise BuildError(f"{folder} is not a backend folder: no redisai_<name>.so")
+    checker = _Checker(folder.parent)
+    for lib in libs:
+        checker.check_backend(lib)
+    checker.check_manifest(folder)
+    return _report(checker, folder, True)
