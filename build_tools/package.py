@@ -5,7 +5,8 @@ Writes into dist/ (default) one gzip'ed tar per backend folder,
 with its redisai_backend.manifest, and one for the core,
 `redisai-<version>-core.tar.gz` holding `redisai-<version>/` (redisai.so and the
 rest of the tree's top level, backends/ aside) with a redisai_core.manifest
-made here. The default links (backends/redisai_<name>) are not packed:
+made here (a tree that already has one, installed from packages, must match
+it first). The default links (backends/redisai_<name>) are not packed:
 install-package makes them. Every backend folder is verified against its
 manifest first: a tree that does not match is not packed.
 
@@ -164,6 +165,12 @@ def package_tree(install: Path, dist: Path, level: int = DEFAULT_LEVEL) -> list[
         if problems:
             raise BuildError(f"{folder} does not match its {manifest.MANIFEST_NAME}; "
                              "rebuild it before packing:\n  " + "\n  ".join(problems))
+    if (install / core_manifest.CORE_MANIFEST_NAME).is_file():
+        # A tree installed from packages: a changed core file must not be re-blessed.
+        problems = core_manifest.verify(install)
+        if problems:
+            raise BuildError(f"{install} does not match its {core_manifest.CORE_MANIFEST_NAME}:"
+                             "\n  " + "\n  ".join(problems))
     dist.mkdir(parents=True, exist_ok=True)
     version = tree_version(install)
     top = f"redisai-{version}"

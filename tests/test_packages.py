@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -58,6 +59,10 @@ def dist(install_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     out = tmp_path_factory.mktemp("dist")
     text = _ok(_tool("package", "--install", install_dir, "--dist", out))
     print(text)   # sizes and times, shown with -s
+    # Each archive ends with a progress line: "<archive>: <done>/<total> MB in <s> s, ..."
+    for folder in _versioned_folders(install_dir):
+        assert re.search(rf"\[package\] {re.escape(folder.name)}\.tar\.gz: (\d+)/\1 MB in ",
+                         text), text
     yield out
 
 
@@ -231,7 +236,7 @@ def test_a_backend_goes_into_a_backendspath_folder_and_is_not_overwritten(
     assert sorted(p.name for p in dest.iterdir()) == sorted([folder, "redisai_onnxruntime"])
 
 
-def test_check_names_a_changed_core_file(dist: Path, tmp_path: Path) -> None:
+def test_check_and_package_name_a_changed_core_file(dist: Path, tmp_path: Path) -> None:
     tree = tmp_path / "core"
     _ok(_tool("install-package", dist / CORE_ARCHIVE, tree))
     with open(tree / "redisai.so", "ab") as f:
@@ -239,6 +244,11 @@ def test_check_names_a_changed_core_file(dist: Path, tmp_path: Path) -> None:
     proc = _tool("check", tree)
     assert proc.returncode == 1, proc.stdout
     assert "redisai.so: size" in proc.stdout, proc.stdout
+    # ... and package does not bless the changed file with a new manifest.
+    proc = _tool("package", "--install", tree, "--dist", tmp_path / "dist")
+    assert proc.returncode == 1, proc.stdout
+    assert "redisai.so: size" in proc.stderr, proc.stderr
+    assert not (tmp_path / "dist").exists()
 
 
 # --- hostile archives -------------------------------------------------------------------
