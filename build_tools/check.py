@@ -70,6 +70,15 @@ class ElfInfo:
     abi_notes: list[tuple[int, int, int]] = field(default_factory=list)  # (major, minor, kind)
 
 
+def require_pyelftools() -> None:
+    """Raises the BuildError read_elf would, before a caller starts work that needs check."""
+    try:
+        import elftools  # noqa: F401
+    except ImportError:
+        raise BuildError("pyelftools is missing: run with .venv/bin/python "
+                         "(python3 -m build_tools setup installs it)") from None
+
+
 def read_elf(path: Path, with_exports: bool) -> ElfInfo:
     """NEEDED, RUNPATH, RPATH and (optionally) the exported dynamic symbols of path."""
     try:

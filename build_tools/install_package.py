@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from . import archive_rules, core_manifest, manifest, paths
-from .check import check_backend_folder, check_tree
+from .check import check_backend_folder, check_tree, require_pyelftools
 from .errors import BuildError
 from .unpack import unpack
 
@@ -114,6 +114,7 @@ def install_package(archive: Path, dest: Path | None = None, force: bool = False
     if not archive.is_file():
         raise BuildError(f"{archive}: no such archive")
     archive = archive.resolve()
+    require_pyelftools()   # check must be able to run before anything is installed
     parent = dest if dest is not None else paths.INSTALL_ROOT
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".redisai-unpack-", dir=parent))

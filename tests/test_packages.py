@@ -170,6 +170,14 @@ def test_installed_tree_runs_a_model_on_every_backend_without_a_venv(installed: 
             assert_same(get(c, "tf_out"), a * a)
             assert_same(get(c, "pt_out"), pt.run(x)[0])
             assert_same(get(c, "ox_out"), ox.run(x)[0])
+            # AI.CONFIG LIST: each backend loaded from the installed folder, manifest present.
+            listed = [dict(zip(map(bytes.decode, e[::2]), e[1::2]))
+                      for e in c.execute("AI.CONFIG", "LIST")]
+            loaded = {e["kind"].decode(): e for e in listed if e["loaded"] == 1}
+            assert sorted(loaded) == sorted(KINDS), listed
+            for keyword, e in loaded.items():
+                assert e["path"].decode().startswith(str(installed / "backends")), e
+                assert e["manifest"] == b"present", e
         # Shared objects only: ONNX Runtime also maps a data file of its own under ~/.cache.
         mapped = [p for p in _mapped_files(srv.proc.pid) if ".so" in Path(p).name
                   and any(s in p for s in ("redisai", "tensorflow", "torch", "onnxruntime",
