@@ -24,7 +24,7 @@ import pytest
 import onnx_models as om
 import tf_graphs
 import torch_models as tm
-from conftest import ROOT, RedisServer
+from conftest import ROOT, RedisServer, find_install_dir
 from model_io import assert_same, get, put
 from resp import RawClient
 
@@ -71,14 +71,19 @@ def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every archive installed into a fresh tree far from the checkout."""
     tree = tmp_path_factory.mktemp("elsewhere") / "opt" / "redisai"
     _ok(_tool("install-package", dist / CORE_ARCHIVE, tree))
-    for archive in sorted(dist.glob("redisai_*.tar.gz")):
+    # The folders the source tree's default links choose first: the first of a kind
+    # installed gets the default link (a tree may hold several variants of a backend).
+    defaults = [_archive(dist, kind) for kind in KINDS.values()]
+    others = [a for a in sorted(dist.glob("redisai_*.tar.gz")) if a not in defaults]
+    for archive in defaults + others:
         _ok(_tool("install-package", archive, tree))
     return tree
 
 
 def _archive(dist: Path, kind: str) -> Path:
-    [found] = dist.glob(f"redisai_{kind}-*.tar.gz")
-    return found
+    """The archive of the folder the checkout's default link redisai_<kind> points to."""
+    folder = os.readlink(find_install_dir() / "backends" / f"redisai_{kind}")
+    return dist / f"{folder}.tar.gz"
 
 
 def _first_members(archive: Path, n: int) -> list[tarfile.TarInfo]:
