@@ -99,9 +99,9 @@ def _place_backend(staged: Path, backends: Path, force: bool) -> Path:
     return target
 
 
-def _default_dest(staging_top: str | None) -> Path:
-    if staging_top is not None and archive_rules.CORE_TOP.match(staging_top):
-        return paths.INSTALL_ROOT / staging_top
+def _default_dest(top: str) -> Path:
+    if archive_rules.CORE_TOP.match(top):
+        return paths.INSTALL_ROOT / top
     found = paths.newest_install_dir()
     if found is None:
         raise BuildError(f"no install tree under {paths.INSTALL_ROOT} to put a backend in: "
@@ -111,6 +111,13 @@ def _default_dest(staging_top: str | None) -> Path:
 
 def install_package(archive: Path, dest: Path | None = None, force: bool = False) -> bool:
     """Installs archive; True when `check` passes on the result."""
+    try:
+        return _install(archive, dest, force)
+    except OSError as exc:   # permissions, a full disk, DEST/backends on another filesystem
+        raise BuildError(f"install-package {archive.name}: {exc}") from None
+
+
+def _install(archive: Path, dest: Path | None, force: bool) -> bool:
     if not archive.is_file():
         raise BuildError(f"{archive}: no such archive")
     archive = archive.resolve()

@@ -228,6 +228,18 @@ def test_a_changed_byte_is_refused_naming_the_file(dist: Path, tmp_path: Path) -
     assert list(dest.iterdir()) == [], "nothing may be installed from a tampered archive"
 
 
+def test_a_truncated_archive_is_refused(dist: Path, tmp_path: Path) -> None:
+    src = _archive(dist, "onnxruntime")
+    cut = tmp_path / src.name
+    with open(src, "rb") as f:
+        cut.write_bytes(f.read(src.stat().st_size // 2))   # an interrupted download
+    dest = tmp_path / "dest"
+    proc = _tool("install-package", cut, dest)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"{cut}: cannot unpack" in proc.stderr, proc.stderr
+    assert list(dest.iterdir()) == []
+
+
 def test_a_backend_goes_into_a_backendspath_folder_and_is_not_overwritten(
         dist: Path, tmp_path: Path) -> None:
     archive = _archive(dist, "onnxruntime")
