@@ -49,10 +49,14 @@ def module_path() -> Path:
 
 
 def backend_paths() -> dict[str, Path]:
-    """Backend name (tensorflow, torch, onnxruntime) -> its .so."""
+    """Backend name (tensorflow, torch, onnxruntime) -> its .so: the build's own
+    version, not a side-by-side one (`build-variant`: its manifest has a source line)."""
     found: dict[str, Path] = {{}}
     for so in sorted((install_dir() / "backends").glob("redisai_*-*/redisai_*.so")):
-        found[so.stem[len("redisai_"):]] = so
+        name = so.stem[len("redisai_"):]
+        text = (so.parent / "redisai_backend.manifest").read_text(errors="replace")
+        if name not in found or "\nsource " not in text:
+            found[name] = so
     return found
 '''
 

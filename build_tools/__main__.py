@@ -1,4 +1,5 @@
-"""Command line: python -m build_tools {setup,headers,build,check,serve,package,install-package}."""
+"""Command line: python -m build_tools {setup,headers,build,build-variant,check,serve,package,
+install-package}."""
 from __future__ import annotations
 
 import argparse
@@ -28,6 +29,31 @@ def _parser() -> argparse.ArgumentParser:
                    help="build the module and backends with a sanitizer into build-asan/ and "
                         "install-asan/redisai-<version>/ (frameworks as shipped; "
                         "see ci/asan-tests.sh)")
+
+    b.add_argument("--with", dest="with_versions", action="append", default=[],
+                   metavar="FRAMEWORK==VERSION",
+                   help="also build this backend from another framework version's wheel, "
+                        "side by side (e.g. onnxruntime==1.21.0; repeatable); side-by-side "
+                        "folders already in the tree are rebuilt anyway")
+    b.add_argument("--default", dest="defaults", action="append", default=[],
+                   metavar="FRAMEWORK==VERSION",
+                   help="point the backend's default link redisai_<name> at this version's "
+                        "folder (default: the version in this environment)")
+
+    v = sub.add_parser("build-variant",
+                       help="build one backend from another framework version's wheel into "
+                            "its own folder of the install tree (nothing else changes)",
+                       description="Downloads the wheel of FRAMEWORK==VERSION into the cache "
+                                   "(never installed), compiles the backend against it and "
+                                   "lays out backends/redisai_<name>-<VERSION>-<variant>/.")
+    v.add_argument("framework", metavar="FRAMEWORK==VERSION", help="e.g. onnxruntime==1.21.0")
+    v.add_argument("--variant", default="cpu", help="backend variant name (default: cpu)")
+    v.add_argument("--default", action="store_true",
+                   help="also point the backend's default link redisai_<name> at it "
+                        "(until the next `build`, which points it back unless given --default)")
+    v.add_argument("-j", "--jobs", type=int, default=2, help="parallel compile jobs (default: 2)")
+    v.add_argument("--install", type=Path,
+                   help=f"install tree (default: {paths.install_dir().relative_to(paths.ROOT)})")
 
     c = sub.add_parser("check", help="verify an install tree's ELF files")
     c.add_argument("install", nargs="?", type=Path,
@@ -85,7 +111,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"[headers] onnxruntime: {headers.onnxruntime_include_dir()}")
         elif args.command == "build":
             from .build import build
-            build(variant=args.variant, jobs=args.jobs, sanitize=args.sanitize)
+            build(variant=args.variant, jobs=args.jobs, sanitize=args.sanitize,
+                  with_versions=args.with_versions, defaults=args.defaults)
+        elif args.command == "build-variant":
+            from .build import build_variant
+            build_variant(args.framework, variant=args.variant, jobs=args.jobs,
+                          make_default=args.default, install=args.install)
         elif args.command == "check":
             from .check import check_tree
             if args.sanitize and args.install is None:

@@ -9,7 +9,10 @@ symlinks and are checked as links only):
   may resolve outside the backend's folder (such as site-packages);
 - the only exported dynamic symbol is RAI_BackendEntry;
 - its folder's redisai_backend.manifest (manifest.py) matches: every listed file
-  present with its size and SHA-256, no file beside it unlisted.
+  present with its size and SHA-256, no file beside it unlisted; and the folder's
+  name redisai_<framework>-<version>-<variant> says what the manifest says.
+Every versioned folder is checked, side-by-side builds of another framework
+version (variants.py) as well as those of the venv's versions.
 A tree installed from packages also has redisai_core.manifest (core_manifest.py)
 at its top: when present it must match the same way.
 redisai.so: no RPATH/RUNPATH, NEEDED only the system runtime, the only
@@ -274,6 +277,7 @@ class _Checker:
         path = folder / manifest.MANIFEST_NAME
         row = Row(self.rel(path), "-", needed_ok=True, exports_ok=None)
         row.problems += manifest.verify(folder)
+        row.problems += _name_vs_manifest(folder)
         self.rows.append(row)
 
     def check_core_manifest(self) -> None:
@@ -296,6 +300,23 @@ class _Checker:
                 if not so.is_file():
                     row.problems.append(f"{link.name}/{so.name} does not exist")
             self.rows.append(row)
+
+
+_FOLDER_NAME = re.compile(r"^redisai_(?P<framework>[a-z0-9]+)-(?P<version>.+)-(?P<variant>\w+)$")
+
+
+def _name_vs_manifest(folder: Path) -> list[str]:
+    """A folder's name must say what its manifest says: LOADBACKEND by name and LIST
+    show the name, so a renamed folder (another version's files) would mislead."""
+    try:
+        header = manifest.parse((folder / manifest.MANIFEST_NAME).read_text()).header
+    except (OSError, UnicodeDecodeError, ValueError):
+        return []  # manifest.verify() already names the problem
+    m = _FOLDER_NAME.match(folder.name)
+    if m is None:
+        return [f"the folder's name is not redisai_<framework>-<version>-<variant>"]
+    return [f"the folder's name says {key} {m[key]}, its manifest {header.get(key)}"
+            for key in ("framework", "version", "variant") if header.get(key) != m[key]]
 
 
 def backend_libraries(install: Path) -> Iterator[Path]:

@@ -36,6 +36,9 @@ class FrameworkSpec:
     patch_rpath: bool = False         # patchelf --set-rpath '$ORIGIN' on the copies
     # Include dirs from a header fetcher of headers.py instead of the wheel.
     fetched_headers: str | None = None
+    # `build-variant` may build it from another version's wheel (variants.py):
+    # only where that was built and tested side by side.
+    side_by_side: bool = False
 
 
 FRAMEWORKS: tuple[FrameworkSpec, ...] = (
@@ -61,6 +64,7 @@ FRAMEWORKS: tuple[FrameworkSpec, ...] = (
         libraries=("onnxruntime/capi/libonnxruntime.so.{version}",),
         lib_aliases=(("libonnxruntime.so.1", "libonnxruntime.so.{version}"),),
         fetched_headers="onnxruntime",
+        side_by_side=True,
     ),
 )
 

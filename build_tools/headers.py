@@ -196,3 +196,15 @@ def onnxruntime_include_dir() -> Path:
         apt.discard()
     _say(f"ONNX Runtime headers cached in {final}")
     return final
+
+
+def onnxruntime_headers_version() -> str | None:
+    """The ONNX Runtime version of the cached headers ("1.21.0"), from the name of the
+    .deb they came from (<cache>/onnxruntime-api<N>/SOURCE); None when unknown."""
+    source = onnxruntime_include_dir().parent.parent / "SOURCE"
+    try:
+        deb = source.read_text().strip()
+    except OSError:
+        return None
+    m = re.match(rf"^{re.escape(pins.ORT_HEADERS_PACKAGE)}_(\d+(?:\.\d+)+)", deb)
+    return m.group(1) if m else None

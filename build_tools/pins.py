@@ -47,6 +47,15 @@ PYPI_PINS: Final[tuple[str, ...]] = (
     "setuptools==80.9.0",
 )
 
+# --- PyPI: side-by-side backends ----------------------------------------------
+# `python -m build_tools build-variant` takes another framework version's wheel
+# from PyPI into the cache (never into .venv). The one the tests and CI build:
+# ONNX Runtime 1.21.0, the oldest release that serves the C API version the ONNX
+# backend asks for (ORT_API_VERSION below), and the very version of the C headers
+# the build uses (Debian's libonnxruntime-dev 1.21.0).
+
+ORT_SIDE_BY_SIDE: Final = "onnxruntime==1.21.0"
+
 # --- PyPI: .venv-client, the PyPI `redisai` client's own environment ------
 # redisai 1.3.0 pins redis<5 (the project's .venv has redis 8) and imports
 # pkg_resources, which setuptools >= 70 no longer guarantees; it also pulls

@@ -9,6 +9,35 @@
  * Everything but RAI_ModelOpts is opaque: a client never looks inside. REDISAI_LLAPI_FUNCTIONS
  * is the one list of signatures; RedisAI itself (REDISAI_LLAPI_PROVIDER) checks its
  * definitions against it at compile time.
+ *
+ * Semantics, as in 1.2 (details beside each definition in RedisAI's module/llapi*.c):
+ * - Threads. ModelRun and ScriptRun run in the calling thread (a command on the main thread,
+ *   or a thread of the client's own; ONNX refuses synchronous runs, as in 1.2). ModelRunAsync,
+ *   ScriptRunAsync and DAGRun queue the work on RedisAI's run queues, with the commands' runs
+ *   (same workers, auto-batching, AI.INFO); the RAI_OnFinishCB runs ON THE RedisAI WORKER
+ *   THREAD that finishes the run, without Redis's global lock (take it, or unblock a client,
+ *   to touch Redis). Functions that read keys or may load a backend (GetModelFromKeyspace,
+ *   GetScriptFromKeyspace, ModelCreate, ScriptCreate, DAGAddOpsFromString) need that lock: call
+ *   them from a command or with RedisModule_ThreadSafeContextLock held. Tensors, models and
+ *   scripts are reference-counted atomically: ShallowCopy and Free work from any thread.
+ * - Ownership. GetModelFromKeyspace / GetScriptFromKeyspace return the key's object, borrowed
+ *   (ShallowCopy it to keep it past the key's life). Run contexts and DAG ops take references
+ *   to what is added to them. ModelRunCtxOutputTensor, ScriptRunCtxOutputTensor and
+ *   DAGOutputTensor lend tensors owned by the context / DAG. In a ModelRunAsync /
+ *   ScriptRunAsync callback, GetAsModelRunCtx / GetAsScriptRunCtx give back the client's own
+ *   context with its outputs set; RedisAI frees the finish context after the callback. A
+ *   DAG's finish context is the DAG itself: free it with DAGFree after the callback (DAGFree
+ *   during the run defers the free to its end). An op added by DAGAddRunOp belongs to the DAG.
+ * - Results. Calls taking an RAI_Error * return REDISMODULE_OK / REDISMODULE_ERR (NULL for
+ *   constructors) and set the error with its RedisAI_ErrorCode; the DAG builders return
+ *   REDISMODULE_OK / REDISMODULE_ERR too. As in 1.2, TensorSetData, TensorSetValueFrom*,
+ *   TensorGetValueAs* and the run contexts' Add* functions return 1 on success and 0 on
+ *   failure. GetError / GetErrorOneLine are NULL while no error is set. A DAG op that fails
+ *   gives the DAG its code (EMODELRUN, ESCRIPTRUN); DAGRunError is 1 after a failure.
+ * - AI.INFO counts runs (sync and async) of models and scripts stored at a key; objects made
+ *   by ModelCreate / ScriptCreate have no key, so nothing to report them under.
+ * - The LLAPI acts for no client: no ACL user is checked (the caller is trusted code in the
+ *   server, as with RedisModule_Call), and scripts' redis.execute runs in DB 0.
  */
 #ifndef REDISAI_LLAPI_H
 #define REDISAI_LLAPI_H

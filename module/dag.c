@@ -105,7 +105,8 @@ void Dag_AddPersist(RAI_Dag *dag, RedisModuleString *key, size_t slot) {
     dag->persist[dag->npersist++] = (RAI_DagPersist){.key = key, .slot = slot};
 }
 
-/* Main thread only: slots may hold tensors that reference client strings. */
+/* Main thread only for a client's DAG: slots may hold tensors that
+ * reference client strings. LLAPI DAGs are freed on any thread. */
 void Dag_Free(RAI_Dag *dag) {
     if (dag == NULL) return;
     for (size_t i = 0; i < dag->nslots; i++) Tensor_Release(dag->slots[i]);
@@ -210,6 +211,16 @@ static void runOp(RAI_Dag *dag, RAI_DagOp *op) {
     RedisModule_Free(outs);
 }
 
+/* The DAG is done (or failed, or timed out): its client gets the reply on
+ * the main thread, or an LLAPI DAG's on_finish runs here. */
+static void finish(RAI_Dag *dag) {
+    if (dag->on_finish) {
+        dag->on_finish(dag);
+    } else {
+        RedisModule_UnblockClient(dag->bc, dag);
+    }
+}
+
 static RAI_RunQueue *opQueue(RAI_DagOp *op, RAI_RunQueue *current) {
     return op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT ? op->queue : current;
 }
@@ -219,7 +230,7 @@ static RAI_RunQueue *opQueue(RAI_DagOp *op, RAI_RunQueue *current) {
 static int timedOut(RAI_Dag *dag) {
     if (dag->timeout_ms <= 0 || nowMs() - dag->enqueued_ms < dag->timeout_ms) return 0;
     dag->timed_out = 1;
-    RedisModule_UnblockClient(dag->bc, dag);
+    finish(dag);
     return 1;
 }
 
@@ -242,7 +253,7 @@ static void runFrom(RAI_Dag *dag, RAI_RunQueue *q) {
         dag->next_op++;
         if (op->state == DAG_OP_FAILED) break;
     }
-    RedisModule_UnblockClient(dag->bc, dag);
+    finish(dag);
 }
 
 /* ------------------------------ auto-batching ----------------------------- */
@@ -362,7 +373,7 @@ static void failBatch(RAI_Dag **dags, size_t n, const char *msg) {
         Error_Set(&op->err, msg);
         op->state = DAG_OP_FAILED;
         dags[k]->next_op++;
-        RedisModule_UnblockClient(dags[k]->bc, dags[k]); /* a failed op ends the DAG */
+        finish(dags[k]); /* a failed op ends the DAG */
     }
 }
 
@@ -504,23 +515,19 @@ static void replyOp(RedisModuleCtx *ctx, RAI_Dag *dag, size_t i) {
 
 /* spec 10: on success calls, run time and (models) dim 0 of output 0; on
  * error calls and errors; ops that never ran count nothing. */
-static void updateStats(RAI_Dag *dag) {
+void Dag_UpdateStats(RAI_Dag *dag) {
     for (size_t i = 0; i < dag->nops; i++) {
         RAI_DagOp *op = &dag->ops[i];
         RAI_RunStats *s = op->kind == DAG_OP_MODEL    ? op->model->stats
                           : op->kind == DAG_OP_SCRIPT ? op->script->stats
                                                       : NULL;
         if (s == NULL || op->state == DAG_OP_PENDING) continue;
-        s->calls++;
-        if (op->state == DAG_OP_FAILED) {
-            s->errors++;
-            continue;
-        }
-        s->duration_us += op->duration_us;
-        if (op->kind == DAG_OP_MODEL && op->noutputs > 0) {
+        long long samples = 0;
+        if (op->state == DAG_OP_DONE && op->kind == DAG_OP_MODEL && op->noutputs > 0) {
             RAI_Tensor *t = dag->slots[op->outputs[0]];
-            if (t && t->ndims > 0) s->samples += t->dims[0];
+            if (t && t->ndims > 0) samples = t->dims[0];
         }
+        RunStats_AddRun(s, op->state == DAG_OP_DONE, op->duration_us, samples);
     }
 }
 
@@ -558,7 +565,7 @@ static int Dag_ReplyCallback(RedisModuleCtx *ctx, RedisModuleString **argv, int 
 static void Dag_FreeCallback(RedisModuleCtx *ctx, void *privdata) {
     REDISMODULE_NOT_USED(ctx);
     RAI_Dag *dag = privdata;
-    if (!dag->timed_out) updateStats(dag);
+    if (!dag->timed_out) Dag_UpdateStats(dag);
     Dag_Free(dag);
 }
 
@@ -595,26 +602,37 @@ void Dag_CaptureCaller(RedisModuleCtx *ctx, RAI_Dag *dag) {
     Caller_Capture(ctx, &dag->caller);
 }
 
-int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
-    RAI_RunQueue *first = NULL;
-    for (size_t i = 0; i < dag->nops && first == NULL; i++) {
+/* The queue of the first model or script op, else the CPU queue. */
+static RAI_RunQueue *firstQueue(RAI_Dag *dag, RAI_Error *err) {
+    for (size_t i = 0; i < dag->nops; i++) {
         if (dag->ops[i].kind == DAG_OP_MODEL || dag->ops[i].kind == DAG_OP_SCRIPT) {
-            first = dag->ops[i].queue;
+            return dag->ops[i].queue;
         }
     }
+    return RunQueue_Ensure("CPU", err);
+}
+
+int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
+    RAI_Error err;
+    Error_Init(&err);
+    RAI_RunQueue *first = firstQueue(dag, &err);
     if (first == NULL) {
-        RAI_Error err;
-        Error_Init(&err);
-        first = RunQueue_Ensure("CPU", &err);
-        if (first == NULL) {
-            RedisModule_ReplyWithError(ctx, Error_Message(&err));
-            Error_Clear(&err);
-            Dag_Free(dag);
-            return REDISMODULE_OK;
-        }
+        RedisModule_ReplyWithError(ctx, Error_Message(&err));
+        Error_Clear(&err);
+        Dag_Free(dag);
+        return REDISMODULE_OK;
     }
     Dag_CaptureCaller(ctx, dag);
     dag->bc = RedisModule_BlockClient(ctx, Dag_ReplyCallback, NULL, Dag_FreeCallback, 0);
+    dag->enqueued_ms = nowMs();
+    RunQueue_Push(first, dag);
+    return REDISMODULE_OK;
+}
+
+int Dag_Enqueue(RAI_Dag *dag, RAI_Error *err) {
+    /* The CPU queue exists from load on, so this never creates one. */
+    RAI_RunQueue *first = firstQueue(dag, err);
+    if (first == NULL) return REDISMODULE_ERR;
     dag->enqueued_ms = nowMs();
     RunQueue_Push(first, dag);
     return REDISMODULE_OK;

@@ -78,6 +78,10 @@ typedef struct RAI_Dag {
     int timed_out;
     int single_op; /* reply like MODELEXECUTE: no array */
     RAI_Caller caller; /* who started it: scripts' redis.execute acts for it */
+    /* Started by the LLAPI (Dag_Enqueue), with no blocked client: called on
+     * the worker thread that finishes the DAG, instead of unblocking one. */
+    void (*on_finish)(struct RAI_Dag *dag);
+    void *on_finish_data;
 } RAI_Dag;
 
 RAI_Dag *Dag_New(void);
@@ -103,6 +107,15 @@ void Dag_CaptureCaller(RedisModuleCtx *ctx, RAI_Dag *dag);
  * DAG is done. Records the caller if not done yet. Takes ownership of dag.
  * Main thread. */
 int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag);
+
+/* Queues a DAG that no client waits for (the LLAPI): dag->on_finish runs
+ * on the worker thread that finishes it and owns the DAG from then on. No
+ * caller is recorded: scripts' redis.execute act in DB 0 unrestricted. Any
+ * thread; REDISMODULE_ERR after err when the CPU queue is missing. */
+int Dag_Enqueue(RAI_Dag *dag, RAI_Error *err);
+/* Adds the DAG's finished model and script ops to their keys' AI.INFO
+ * statistics (spec 10). Any thread: the counters are atomic. */
+void Dag_UpdateStats(RAI_Dag *dag);
 
 /* Auto-batching (spec 7.1), for the run queue's workers. The model op the
  * DAG runs next when it may join a batch (model BATCHSIZE > 0, inputs with

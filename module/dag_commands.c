@@ -23,10 +23,11 @@ typedef enum DagFlavor {
     DAG_EXECUTE_RO,
     DAG_RUN,
     DAG_RUN_RO,
+    DAG_LLAPI, /* RedisAI_DAGAddOpsFromString: every op of 1.2's ParseDAGOps */
 } DagFlavor;
 
 static const char *flavor_names[] = {"AI.DAGEXECUTE", "AI.DAGEXECUTE_RO", "AI.DAGRUN",
-                                     "AI.DAGRUN_RO"};
+                                     "AI.DAGRUN_RO", "RedisAI_DAGAddOpsFromString"};
 
 static int isSeparator(RedisModuleString *s) {
     return !strcmp(RedisModule_StringPtrLen(s, NULL), "|>");
@@ -38,19 +39,39 @@ static int readOnly(DagFlavor f) {
 
 /* ------------------------------ local names ------------------------------- */
 
-typedef struct Names {
-    RedisModuleDict *slots; /* name -> slot + 1 */
-} Names;
+typedef DagNames Names;
 
-static void nameSet(Names *n, RedisModuleString *name, size_t slot) {
-    RedisModule_DictReplace(n->slots, name, (void *)(uintptr_t)(slot + 1));
+void DagNames_Set(DagNames *n, const char *name, size_t len, size_t slot) {
+    RedisModule_DictReplaceC(n->slots, (void *)name, len, (void *)(uintptr_t)(slot + 1));
 }
 
-static int nameGet(Names *n, RedisModuleString *name, size_t *slot) {
-    void *v = RedisModule_DictGet(n->slots, name, NULL);
+static void nameSet(Names *n, RedisModuleString *name, size_t slot) {
+    size_t len;
+    const char *p = RedisModule_StringPtrLen(name, &len);
+    DagNames_Set(n, p, len, slot);
+}
+
+static int dictSlot(RedisModuleDict *d, const char *name, size_t len, size_t *slot) {
+    void *v = d ? RedisModule_DictGetC(d, (void *)name, len, NULL) : NULL;
     if (v == NULL) return 0;
     *slot = (size_t)(uintptr_t)v - 1;
     return 1;
+}
+
+int DagNames_Resolve(RAI_Dag *dag, DagNames *n, const char *name, size_t len, size_t *slot) {
+    if (dictSlot(n->slots, name, len, slot)) return 1;
+    if (n->unresolved == NULL) return 0;
+    if (!dictSlot(n->unresolved, name, len, slot)) {
+        *slot = Dag_AddSlot(dag, NULL);
+        RedisModule_DictSetC(n->unresolved, (void *)name, len, (void *)(uintptr_t)(*slot + 1));
+    }
+    return 1;
+}
+
+static int nameGet(RAI_Dag *dag, Names *n, RedisModuleString *name, size_t *slot) {
+    size_t len;
+    const char *p = RedisModule_StringPtrLen(name, &len);
+    return DagNames_Resolve(dag, n, p, len, slot);
 }
 
 /* Resolves op inputs to slots, then gives each output a new slot. */
@@ -61,7 +82,7 @@ static int bindOp(RAI_Dag *dag, RAI_DagOp *op, Names *names, RedisModuleString *
     op->noutputs = nout;
     op->outputs = RedisModule_Alloc(sizeof(size_t) * (nout ? nout : 1));
     for (size_t i = 0; i < nin; i++) {
-        if (!nameGet(names, inputs[i], &op->inputs[i])) {
+        if (!nameGet(dag, names, inputs[i], &op->inputs[i])) {
             Error_Set(err, "ERR INPUT key cannot be found in DAG");
             return REDISMODULE_ERR;
         }
@@ -92,6 +113,7 @@ static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *n
                    RedisModuleString **argv, int argc, RAI_Error *err) {
     RedisModuleString *name = argv[0];
     int deprecated = flavor == DAG_RUN || flavor == DAG_RUN_RO;
+    int any = flavor == DAG_LLAPI; /* both spellings, as 1.2's LLAPI */
 
     if (Args_TokenIs(name, "AI.TENSORSET")) {
         if (argc < 4) {
@@ -120,11 +142,11 @@ static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *n
     }
     if (Args_TokenIs(name, "AI.MODELEXECUTE") || Args_TokenIs(name, "AI.MODELRUN")) {
         int is_run = Args_TokenIs(name, "AI.MODELRUN");
-        if (is_run && !deprecated) {
+        if (!any && is_run && !deprecated) {
             Error_Set(err, "Deprecated AI.MODELRUN cannot be used in AI.DAGEXECUTE command");
             return REDISMODULE_ERR;
         }
-        if (!is_run && deprecated) {
+        if (!any && !is_run && deprecated) {
             Error_Set(err, "AI.MODELEXECUTE cannot be used in a deprecated AI.DAGRUN command");
             return REDISMODULE_ERR;
         }
@@ -143,11 +165,11 @@ static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *n
     }
     if (Args_TokenIs(name, "AI.SCRIPTEXECUTE") || Args_TokenIs(name, "AI.SCRIPTRUN")) {
         int is_run = Args_TokenIs(name, "AI.SCRIPTRUN");
-        if (is_run && !deprecated) {
+        if (!any && is_run && !deprecated) {
             Error_Set(err, "Deprecated AI.SCRIPTRUN cannot be used in AI.DAGEXECUTE command");
             return REDISMODULE_ERR;
         }
-        if (!is_run && deprecated) {
+        if (!any && !is_run && deprecated) {
             Error_Set(err, "AI.SCRIPTEXECUTE cannot be used in a deprecated AI.DAGRUN command");
             return REDISMODULE_ERR;
         }
@@ -179,6 +201,41 @@ static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *n
     return REDISMODULE_ERR;
 }
 
+static int unexpected(RAI_Error *err, RedisModuleString *tok) {
+    Error_SetFmt(err, "ERR Invalid DAG command. Unexpected argument:  %s",
+                 RedisModule_StringPtrLen(tok, NULL));
+    return -1;
+}
+
+/* Parses `|> op ... |> op ...`: argv[0] is a separator. */
+static int parseOps(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *names,
+                    RedisModuleString **argv, int argc, RAI_Error *err) {
+    int pos = 0;
+    while (pos < argc) {
+        /* argv[pos] is a separator; the op runs to the next one. */
+        int start = pos + 1, end = start;
+        while (end < argc && !isSeparator(argv[end])) end++;
+        if (end == start) {
+            unexpected(err, argv[pos]);
+            return REDISMODULE_ERR;
+        }
+        if (parseOp(ctx, flavor, dag, names, argv + start, end - start, err) != REDISMODULE_OK) {
+            return REDISMODULE_ERR;
+        }
+        pos = end;
+    }
+    return REDISMODULE_OK;
+}
+
+int Dag_ParseLLAPIOps(RedisModuleCtx *ctx, RAI_Dag *dag, DagNames *names,
+                      RedisModuleString **argv, int argc, RAI_Error *err) {
+    if (argc == 0 || !isSeparator(argv[0])) {
+        Error_Set(err, "DAG op should start with: '|>' ");
+        return REDISMODULE_ERR;
+    }
+    return parseOps(ctx, DAG_LLAPI, dag, names, argv, argc, err);
+}
+
 /* --------------------------------- header --------------------------------- */
 
 typedef struct Header {
@@ -187,12 +244,6 @@ typedef struct Header {
     int has_load, has_persist, has_routing, has_timeout;
     long long timeout;
 } Header;
-
-static int unexpected(RAI_Error *err, RedisModuleString *tok) {
-    Error_SetFmt(err, "ERR Invalid DAG command. Unexpected argument:  %s",
-                 RedisModule_StringPtrLen(tok, NULL));
-    return -1;
-}
 
 /* LOAD n k...: tensors referenced from the keyspace now, named locally. */
 static int parseLoad(RedisModuleCtx *ctx, RAI_Dag *dag, Names *names, RedisModuleString **argv,
@@ -324,7 +375,7 @@ static int dagCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, D
     Error_Init(&err);
     RAI_Dag *dag = Dag_New();
     Dag_CaptureCaller(ctx, dag); /* for the key checks while parsing */
-    Names names = {.slots = RedisModule_CreateDict(NULL)};
+    Names names = {.slots = RedisModule_CreateDict(NULL), .unresolved = NULL};
     Header h = {0};
 
     int pos = parseHeader(ctx, flavor, dag, &names, argv, argc, &h, &err);
@@ -338,22 +389,12 @@ static int dagCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, D
         Error_Set(&err, "ERR DAG is empty");
         goto fail;
     }
-    while (pos < argc) {
-        /* argv[pos] is a separator; the op runs to the next one. */
-        int start = pos + 1, end = start;
-        while (end < argc && !isSeparator(argv[end])) end++;
-        if (end == start) {
-            unexpected(&err, argv[pos]);
-            goto fail;
-        }
-        if (parseOp(ctx, flavor, dag, &names, argv + start, end - start, &err) != REDISMODULE_OK) {
-            goto fail;
-        }
-        pos = end;
+    if (parseOps(ctx, flavor, dag, &names, argv + pos, argc - pos, &err) != REDISMODULE_OK) {
+        goto fail;
     }
     for (long long i = 0; i < h.npersist; i++) {
         size_t slot;
-        if (!nameGet(&names, h.persist[i], &slot)) {
+        if (!nameGet(dag, &names, h.persist[i], &slot)) {
             Error_Set(&err, "ERR PERSIST key cannot be found in DAG");
             goto fail;
         }

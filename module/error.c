@@ -12,11 +12,13 @@
 
 void Error_Init(RAI_Error *err) {
     err->msg = NULL;
+    err->code = 0;
 }
 
 void Error_Clear(RAI_Error *err) {
     if (err->msg) RedisModule_Free(err->msg);
     err->msg = NULL;
+    err->code = 0;
 }
 
 int Error_IsSet(const RAI_Error *err) {
@@ -61,7 +63,12 @@ void Error_SetFmt(RAI_Error *err, const char *fmt, ...) {
 void Error_Move(RAI_Error *dst, RAI_Error *src) {
     if (dst->msg == NULL) {
         dst->msg = src->msg;
+        dst->code = src->code;
         src->msg = NULL;
     }
     Error_Clear(src);
+}
+
+void Error_SetCode(RAI_Error *err, int code) {
+    if (err && err->msg && err->code == 0) err->code = code;
 }

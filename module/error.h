@@ -14,6 +14,7 @@
 
 struct RAI_Error {
     char *msg; /* NULL while no error is set; owned, RedisModule_Alloc'd */
+    int code;  /* the LLAPI's RedisAI_ErrorCode of msg; 0 (OK) until Error_SetCode */
 };
 
 void Error_Init(RAI_Error *err);
@@ -25,5 +26,9 @@ void Error_SetFmt(RAI_Error *err, const char *fmt, ...) __attribute__((format(pr
 void Error_SetV(RAI_Error *err, const char *fmt, va_list ap);
 /* Moves src's message into dst (if dst has none), leaving src clear. */
 void Error_Move(RAI_Error *dst, RAI_Error *src);
+/* Gives the error set on err its LLAPI code (redisai_llapi.h's
+ * RedisAI_ErrorCode), unless it has one already: the commands never read
+ * codes, the LLAPI sets them where it knows which operation failed. */
+void Error_SetCode(RAI_Error *err, int code);
 
 #endif

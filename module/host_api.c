@@ -13,6 +13,7 @@
 #include "config.h"
 #include "dag.h"
 #include "error.h"
+#include "main_thread.h"
 #include "model.h"
 #include "redismodule.h"
 #include "run_queue.h"
@@ -236,6 +237,17 @@ static RAI_CallReply *checkPermissions(RedisModuleCtx *ctx, RedisModuleUser *u,
     return refusal(ctx, u, uname, argv, argc);
 }
 
+/* Redis's global lock around a call back into Redis from a run: worker
+ * threads take it; the main thread already holds it (an LLAPI client's
+ * synchronous run from its command), and would deadlock taking it again. */
+static void lockRedis(RedisModuleCtx *ctx) {
+    if (!MainThread_Is()) RedisModule_ThreadSafeContextLock(ctx);
+}
+
+static void unlockRedis(RedisModuleCtx *ctx) {
+    if (!MainThread_Is()) RedisModule_ThreadSafeContextUnlock(ctx);
+}
+
 /* Runs on a worker thread: takes Redis's global lock for the call only.
  * Acts for the run's caller (caller.h): in its DB, and, when it has an ACL
  * user, only for what that user may run, the command then running as that
@@ -253,7 +265,7 @@ static RAI_CallReply *hostRedisCall(const char *cmd, const char *const *args, co
     }
     const RAI_Caller *caller = Caller_Current();
     RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(NULL);
-    RedisModule_ThreadSafeContextLock(ctx);
+    lockRedis(ctx);
     if (caller != NULL) RedisModule_SelectDb(ctx, caller->db);
     int argc = (int)nargs + 1;
     RedisModuleString **argv = RedisModule_Alloc(sizeof(*argv) * (size_t)argc);
@@ -288,7 +300,7 @@ static RAI_CallReply *hostRedisCall(const char *cmd, const char *const *args, co
 done:
     for (int i = 0; i < argc; i++) RedisModule_FreeString(ctx, argv[i]);
     RedisModule_Free(argv);
-    RedisModule_ThreadSafeContextUnlock(ctx);
+    unlockRedis(ctx);
     RedisModule_FreeThreadSafeContext(ctx);
     /* after the context that pointed at it */
     if (user != NULL) RedisModule_FreeModuleUser(user);
@@ -302,7 +314,7 @@ static int hostModelExecute(const char *key, size_t key_len, RAI_Tensor *const *
                             RAI_Error *err) {
     const RAI_Caller *caller = Caller_Current();
     RedisModuleCtx *ctx = RedisModule_GetThreadSafeContext(NULL);
-    RedisModule_ThreadSafeContextLock(ctx);
+    lockRedis(ctx);
     if (caller != NULL) RedisModule_SelectDb(ctx, caller->db);
     RedisModuleString *name = RedisModule_CreateString(ctx, key, key_len);
     RAI_Model *m = NULL;
@@ -311,7 +323,7 @@ static int hostModelExecute(const char *key, size_t key_len, RAI_Tensor *const *
         m = Model_FromKey(ctx, name, err);
     }
     RedisModule_FreeString(ctx, name);
-    RedisModule_ThreadSafeContextUnlock(ctx);
+    unlockRedis(ctx);
     RedisModule_FreeThreadSafeContext(ctx);
     if (m == NULL) return -1;
     int rc = -1;
@@ -339,9 +351,9 @@ static int hostModelExecute(const char *key, size_t key_len, RAI_Tensor *const *
      * model's statistics, which only the main thread (or a lock holder)
      * may touch. */
     ctx = RedisModule_GetThreadSafeContext(NULL);
-    RedisModule_ThreadSafeContextLock(ctx);
+    lockRedis(ctx);
     Model_Release(m);
-    RedisModule_ThreadSafeContextUnlock(ctx);
+    unlockRedis(ctx);
     RedisModule_FreeThreadSafeContext(ctx);
     return rc;
 }

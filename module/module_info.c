@@ -12,6 +12,7 @@
 
 #include "backend_loader.h"
 #include "config.h"
+#include "llapi.h"
 #include "run_queue.h"
 #include "tensor_type.h"
 
@@ -64,7 +65,7 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     REDISMODULE_NOT_USED(for_crash_report);
     RedisModule_InfoAddSection(ctx, "versions");
     RedisModule_InfoAddFieldCString(ctx, "RedisAI_version", REDISAI_VERSION_STRING);
-    RedisModule_InfoAddFieldLongLong(ctx, "low_level_API_version", 1);
+    RedisModule_InfoAddFieldLongLong(ctx, "low_level_API_version", REDISAI_LLAPI_VERSION);
     RedisModule_InfoAddFieldLongLong(ctx, "rdb_version", RAI_ENC_VER);
 
     RedisModule_InfoAddSection(ctx, "git");

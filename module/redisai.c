@@ -10,6 +10,8 @@
 
 #include "config.h"
 #include "dag_commands.h"
+#include "llapi.h"
+#include "main_thread.h"
 #include "memory.h"
 #include "model_commands.h"
 #include "model_execute.h"
@@ -82,6 +84,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         return REDISMODULE_ERR;
     }
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS);
+    MainThread_Init();
 
     if (TensorType_Register(ctx) != REDISMODULE_OK ||
         ModelType_Register(ctx) != REDISMODULE_OK || ScriptType_Register(ctx) != REDISMODULE_OK) {
@@ -113,6 +116,8 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         Error_Clear(&err);
         return REDISMODULE_ERR;
     }
+    /* Last: other modules may fetch the LLAPI once OnLoad has returned. */
+    if (LLAPI_Register(ctx) != REDISMODULE_OK) return REDISMODULE_ERR;
     RedisModule_Log(ctx, "notice", "RedisAI %s loaded, backends path %s",
 #ifdef REDISAI_VERSION_STRING
                     REDISAI_VERSION_STRING,

