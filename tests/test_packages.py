@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -64,12 +65,14 @@ def dist(install_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         assert re.search(rf"\[package\] {re.escape(folder.name)}\.tar\.gz: (\d+)/\1 MB in ",
                          text), text
     yield out
+    shutil.rmtree(out, ignore_errors=True)   # 370 MB of archives: not left in pytest's tmp
 
 
 @pytest.fixture(scope="module")
-def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Every archive installed into a fresh tree far from the checkout."""
-    tree = tmp_path_factory.mktemp("elsewhere") / "opt" / "redisai"
+    top = tmp_path_factory.mktemp("elsewhere")
+    tree = top / "opt" / "redisai"
     _ok(_tool("install-package", dist / CORE_ARCHIVE, tree))
     # The folders the source tree's default links choose first: the first of a kind
     # installed gets the default link (a tree may hold several variants of a backend).
@@ -77,7 +80,8 @@ def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     others = [a for a in sorted(dist.glob("redisai_*.tar.gz")) if a not in defaults]
     for archive in defaults + others:
         _ok(_tool("install-package", archive, tree))
-    return tree
+    yield tree
+    shutil.rmtree(top, ignore_errors=True)   # 1.3 GB
 
 
 def _archive(dist: Path, kind: str) -> Path:
