@@ -1,4 +1,5 @@
-"""Command line: python -m build_tools {setup,headers,build,build-variant,check,serve}."""
+"""Command line: python -m build_tools {setup,headers,build,build-variant,check,serve,package,
+install-package}."""
 from __future__ import annotations
 
 import argparse
@@ -64,6 +65,23 @@ def _parser() -> argparse.ArgumentParser:
                        epilog="Other arguments go to redis-server before --loadmodule.")
     s.add_argument("--port", type=int, default=6380, help="port (default: 6380)")
     s.add_argument("--install", type=Path, help="install tree (default: the newest)")
+
+    k = sub.add_parser("package", help="pack the core and each backend folder into dist/")
+    k.add_argument("--install", type=Path, help="install tree (default: the newest)")
+    k.add_argument("--dist", type=Path, default=paths.ROOT / "dist",
+                   help="output folder (default: dist/ of this checkout)")
+    k.add_argument("--level", type=int, default=None,
+                   help="gzip level 0-9 (default: 1, the fastest; see the README)")
+
+    i = sub.add_parser("install-package",
+                       help="unpack an archive from `package`, verify its manifest, run check")
+    i.add_argument("archive", type=Path)
+    i.add_argument("dest", nargs="?", type=Path,
+                   help="install tree (default: install/redisai-<version>/ for the core, "
+                        "the newest install tree for a backend); a folder without "
+                        "redisai.so takes a backend as a BACKENDSPATH folder")
+    i.add_argument("--force", action="store_true",
+                   help="replace files or a backend folder already there")
     return p
 
 
@@ -109,6 +127,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "serve":
             from .serve import serve
             serve(_install_or_newest(args.install), args.port, extra)
+        elif args.command == "package":
+            from .package import DEFAULT_LEVEL, package_tree
+            level = DEFAULT_LEVEL if args.level is None else args.level
+            package_tree(_install_or_newest(args.install), args.dist, level)
+        elif args.command == "install-package":
+            from .install_package import install_package
+            return 0 if install_package(args.archive, args.dest, args.force) else 1
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -13,6 +13,8 @@ symlinks and are checked as links only):
   name redisai_<framework>-<version>-<variant> says what the manifest says.
 Every versioned folder is checked, side-by-side builds of another framework
 version (variants.py) as well as those of the venv's versions.
+A tree installed from packages also has redisai_core.manifest (core_manifest.py)
+at its top: when present it must match the same way.
 redisai.so: no RPATH/RUNPATH, NEEDED only the system runtime, the only
 export RedisModule_OnLoad.
 
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from . import manifest
+from . import core_manifest, manifest
 from .errors import BuildError
 
 CORE_EXPORT = "RedisModule_OnLoad"
@@ -69,6 +71,15 @@ class ElfInfo:
     rpath: list[str] | None = None     # None: no DT_RPATH
     exports: list[str] = field(default_factory=list)
     abi_notes: list[tuple[int, int, int]] = field(default_factory=list)  # (major, minor, kind)
+
+
+def require_pyelftools() -> None:
+    """Raises the BuildError read_elf would, before a caller starts work that needs check."""
+    try:
+        import elftools  # noqa: F401
+    except ImportError:
+        raise BuildError("pyelftools is missing: run with .venv/bin/python "
+                         "(python3 -m build_tools setup installs it)") from None
 
 
 def read_elf(path: Path, with_exports: bool) -> ElfInfo:
@@ -269,6 +280,12 @@ class _Checker:
         row.problems += _name_vs_manifest(folder)
         self.rows.append(row)
 
+    def check_core_manifest(self) -> None:
+        path = self.install / core_manifest.CORE_MANIFEST_NAME
+        row = Row(self.rel(path), "-", needed_ok=True, exports_ok=None)
+        row.problems += core_manifest.verify(self.install)
+        self.rows.append(row)
+
     def check_links(self, backends: Path) -> None:
         for link in sorted(p for p in backends.iterdir() if p.is_symlink()):
             row = Row(self.rel(link), "-", exports_ok=None)
@@ -341,17 +358,38 @@ def check_tree(install: Path) -> bool:
         checker.check_backend(lib)
     for folder in sorted({lib.parent for lib in backends}):
         checker.check_manifest(folder)
+    if (install / core_manifest.CORE_MANIFEST_NAME).is_file():
+        checker.check_core_manifest()
     if (install / "backends").is_dir():
         checker.check_links(install / "backends")
+    return _report(checker, install, bool(backends))
+
+
+def _report(checker: _Checker, install: Path, any_backend: bool) -> bool:
     print(f"[check] {install}")
-    if sanitized:
+    if checker.sanitized:
         print("[check] note: AddressSanitizer tree (redisai.so needs libasan): libasan.so "
               "counts as system runtime; load it with libasan preloaded (ci/asan-tests.sh)")
     _print_table(checker.rows)
     problems = [(r.file, p) for r in checker.rows for p in r.problems]
-    if not backends:
+    if not any_backend:
         print("[check] note: no backend in this tree")
     for file, p in problems:
         print(f"[check] problem: {file}: {p}")
     print(f"[check] {len(checker.rows)} file(s), {len(problems)} problem(s)")
     return not problems
+
+
+def check_backend_folder(folder: Path) -> bool:
+    """Checks one backend folder on its own (a BACKENDSPATH folder with no core
+    beside it): its .so, the libraries it pulls from lib/, its manifest. Prints
+    the same table; True when there is no problem."""
+    folder = folder.resolve()
+    libs = sorted(folder.glob("redisai_*.so"))
+    if not libs:
+        raise BuildError(f"{folder} is not a backend folder: no redisai_<name>.so")
+    checker = _Checker(folder.parent)
+    for lib in libs:
+        checker.check_backend(lib)
+    checker.check_manifest(folder)
+    return _report(checker, folder, True)

@@ -135,15 +135,19 @@ def write(folder: Path, header: dict[str, str], hashes: dict[str, tuple[str, int
     return True
 
 
-def verify(folder: Path) -> list[str]:
-    """Every problem of folder against its manifest, one text each naming the file."""
-    path = folder / MANIFEST_NAME
+def verify(folder: Path, name: str = MANIFEST_NAME,
+           skip: frozenset[str] = frozenset()) -> list[str]:
+    """Every problem of folder against its manifest, one text each naming the file.
+
+    name: the manifest's file name (core_manifest.py passes its own);
+    skip: top-level entries of folder that the manifest does not cover."""
+    path = folder / name
     if not path.is_file():
-        return [f"no {MANIFEST_NAME}"]
+        return [f"no {name}"]
     try:
         m = parse(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return [f"{MANIFEST_NAME}: {exc}"]
+        return [f"{name}: {exc}"]
     problems: list[str] = []
     listed = {e.path for e in m.files} | set(m.links)
     for e in m.files:
@@ -164,10 +168,13 @@ def verify(folder: Path) -> list[str]:
             problems.append(f"{rel}: manifest says a link to {target}, it is not")
     for dirpath, dirnames, filenames in os.walk(folder):
         here = Path(dirpath)
-        for name in dirnames + filenames:
-            p = here / name
+        if here == folder:
+            dirnames[:] = [d for d in dirnames if d not in skip]
+            filenames = [f for f in filenames if f not in skip]
+        for entry in dirnames + filenames:
+            p = here / entry
             rel = str(p.relative_to(folder))
-            if rel == MANIFEST_NAME or (p.is_dir() and not p.is_symlink()):
+            if rel == name or (p.is_dir() and not p.is_symlink()):
                 continue
             if rel not in listed:
                 problems.append(f"{rel}: present but not listed in the manifest")
