@@ -151,13 +151,15 @@ typedef struct RAI_HostApi {
 
     /* --- 1.1: calls back into Redis, for scripts. Only from run-queue
      * worker threads (a backend's model_run / script_run). --- */
-    /* Runs a Redis command under Redis's global lock, in DB 0, propagated
-     * to replicas and AOF like any write. Never NULL; free with
-     * call_reply_free. */
+    /* Runs a Redis command under Redis's global lock, in the DB and as the
+     * ACL user of the client whose run called it (DB 0, no user, for LLAPI
+     * runs), propagated to replicas and AOF like any write. Never NULL; free
+     * with call_reply_free. */
     RAI_CallReply *(*redis_call)(const char *cmd, const char *const *args, const size_t *lens,
                                  size_t nargs);
     void (*call_reply_free)(RAI_CallReply *reply);
-    /* Runs the model stored at key (DB 0) synchronously in the calling
+    /* Runs the model stored at key (in the caller's DB, read access checked
+     * for its ACL user, as redis_call) synchronously in the calling
      * thread; outputs as in model_run. Returns 0, or -1 after error_set
      * (e.g. `ERR model key is empty`). */
     int (*model_execute)(const char *key, size_t key_len, RAI_Tensor *const *inputs,

@@ -34,11 +34,6 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
         }
         return NULL;
     }
-    RAI_RunQueue *queue = RunQueue_Ensure(p->device_str, err);
-    if (queue == NULL) {
-        RedisModule_Free(blob);
-        return NULL;
-    }
     RAI_ModelSpec spec = {
         .size = sizeof(RAI_ModelSpec),
         .device_str = p->device_str,
@@ -55,6 +50,16 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
     void *handle = be->model_create(&spec, &names, err);
     if (handle == NULL) {
         Error_Set(err, "ERR backend could not create the model");
+        freeNames(names.ninputs, names.inputs);
+        freeNames(names.noutputs, names.outputs);
+        RedisModule_Free(blob);
+        return NULL;
+    }
+    /* The queue only once the backend took the model (as 1.2): a store refused
+     * by the backend (e.g. GPU without CUDA) must leave no queue behind. */
+    RAI_RunQueue *queue = RunQueue_Ensure(p->device_str, err);
+    if (queue == NULL) {
+        be->model_free(handle);
         freeNames(names.ninputs, names.inputs);
         freeNames(names.noutputs, names.outputs);
         RedisModule_Free(blob);

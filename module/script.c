@@ -38,8 +38,6 @@ RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Er
                      RAI_SCRIPT_MAX_DEPTH, line);
         return NULL;
     }
-    RAI_RunQueue *queue = RunQueue_Ensure(p->device_str, err);
-    if (queue == NULL) return NULL;
     RAI_ScriptSpec spec = {
         .size = sizeof(RAI_ScriptSpec),
         .device_str = p->device_str,
@@ -53,6 +51,12 @@ RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Er
     void *handle = be->script_create(&spec, err);
     if (handle == NULL) {
         Error_Set(err, "ERR backend could not create the script");
+        return NULL;
+    }
+    /* The queue only once the backend took the script (see Model_Create). */
+    RAI_RunQueue *queue = RunQueue_Ensure(p->device_str, err);
+    if (queue == NULL) {
+        be->script_free(handle);
         return NULL;
     }
     RAI_Script *s = RedisModule_Calloc(1, sizeof(*s));

@@ -11,7 +11,7 @@ import onnx_models
 import tf_graphs
 import torch_models
 from conftest import RedisServer
-from helpers import LOAD_ERR, assert_error, assert_error_startswith, assert_ok
+from helpers import LOAD_ERR, assert_error, assert_error_startswith, assert_ok, info_field
 from resp import RawClient
 
 TF_IO = ("INPUTS", 2, "a", "b", "OUTPUTS", 1, "mul")
@@ -61,6 +61,27 @@ def test_gpu_script_needs_cuda(c):
     src = "def f(tensors: List[Tensor], keys: List[str], args: List[str]):\n    return tensors[0]\n"
     assert_error(c.execute("AI.SCRIPTSTORE", "s", "GPU", "ENTRY_POINTS", 1, "f", "SOURCE", src),
                  CUDA_TEXT["TORCH"])
+
+
+def test_refused_gpu_stores_create_no_run_queue(c):
+    """A store the backend refuses leaves no run queue behind (as 1.2, which made the queue
+    only after the model was created): ONNX's run-sessions figure, THREADS_PER_QUEUE x the
+    queues, does not move."""
+    def sessions() -> str | None:
+        return info_field(c.execute("INFO", "MODULES"), "ai_onnxruntime_maximum_run_sessions_number")
+
+    before = sessions()
+    assert before is not None
+    for kind, device in (("ONNX", "GPU:5"), ("TORCH", "GPU:6"), ("TF", "GPU:7")):
+        io = TF_IO if kind == "TF" else ()
+        assert_error(c.execute("AI.MODELSTORE", "m", kind, device, *io, "BLOB", blob_of(kind)),
+                     CUDA_TEXT[kind])
+    src = "def f(tensors: List[Tensor], keys: List[str], args: List[str]):\n    return tensors[0]\n"
+    assert_error(c.execute("AI.SCRIPTSTORE", "s", "GPU:8", "ENTRY_POINTS", 1, "f", "SOURCE", src),
+                 CUDA_TEXT["TORCH"])
+    assert sessions() == before
+    assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU:9", "BLOB", blob_of("ONNX")))
+    assert int(sessions() or 0) > int(before)
 
 
 @pytest.mark.parametrize("device", ["CPU", "cpu", "CPU:0", "cpu:3"])
