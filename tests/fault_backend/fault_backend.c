@@ -1,0 +1,106 @@
+/*
+ * fault_backend.c - entry and descriptor of the fault-injection backend.
+ *
+ * It poses as ONNX (note, descriptor) so that it sits beside the real ONNX
+ * Runtime as a second backend of one kind. Loaded in Redis by mistake, its
+ * faults would take the server down, so the entry refuses unless the
+ * isolation host says it is the host (REDISAI_BACKEND_HOST=1, which the host
+ * sets in its own environment before loading any backend) or a test asks
+ * for it explicitly (REDISAI_FAULT_BACKEND_IN_PROCESS).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault_backend.h"
+
+FaultState fault;
+
+#define FAULT_VERSION "1.0"
+
+/* The ABI and kind, read by the core from the file before dlopen. */
+RAI_BACKEND_ABI_NOTE(RAI_BACKEND_ONNX);
+
+static const RAI_BackendDescriptor descriptor = {
+    .abi_major = RAI_ABI_MAJOR,
+    .abi_minor = RAI_ABI_MINOR,
+    .size = sizeof(RAI_BackendDescriptor),
+    .kind = RAI_BACKEND_ONNX,
+    .framework = "fault",
+    .framework_version = FAULT_VERSION,
+    .variant = "cpu",
+    .model_create = fault_model_create,
+    .model_free = fault_model_free,
+    .model_run = fault_model_run,
+    .script_create = NULL,
+    .script_free = NULL,
+    .script_run = NULL,
+    .info = NULL,
+};
+
+static int env_is(const char *name, const char *value) {
+    const char *v = getenv(name);
+    return v && strcmp(v, value) == 0;
+}
+
+/* Decides where this process is; 0, or -1 with the reason in errbuf. */
+static int fault_decide_mode(char *errbuf, size_t errlen) {
+    if (env_is("REDISAI_BACKEND_HOST", "1")) {
+        fault.mode = FAULT_MODE_HOST;
+        return 0;
+    }
+    if (env_is("REDISAI_FAULT_BACKEND_IN_PROCESS", "1")) {
+        fault.mode = FAULT_MODE_IN_PROCESS;
+        return 0;
+    }
+    if (env_is("REDISAI_FAULT_BACKEND_IN_PROCESS", "fatal")) {
+        fault.mode = FAULT_MODE_IN_PROCESS_FATAL;
+        return 0;
+    }
+    if (errbuf && errlen) {
+        snprintf(errbuf, errlen,
+                 "the fault-injection backend runs only inside the isolation host "
+                 "(REDISAI_BACKEND_HOST=1 is not set): in-process its faults would crash Redis; "
+                 "tests may set REDISAI_FAULT_BACKEND_IN_PROCESS=1 for its non-fatal behaviours");
+    }
+    return -1;
+}
+
+__attribute__((visibility("default"))) const RAI_BackendDescriptor *
+RAI_BackendEntry(const RAI_HostApi *h, char *errbuf, size_t errlen);
+
+_Static_assert(__builtin_types_compatible_p(__typeof__(&RAI_BackendEntry), RAI_BackendEntryFn),
+               "RAI_BackendEntry must match RAI_BackendEntryFn");
+
+const RAI_BackendDescriptor *RAI_BackendEntry(const RAI_HostApi *h, char *errbuf,
+                                              size_t errlen) {
+    if (!h) {
+        if (errbuf && errlen) {
+            snprintf(errbuf, errlen, "no host API given");
+        }
+        return NULL;
+    }
+    if (h->abi_major != RAI_ABI_MAJOR) {
+        if (errbuf && errlen) {
+            snprintf(errbuf, errlen, "host ABI major %u, backend needs %d", (unsigned)h->abi_major,
+                     RAI_ABI_MAJOR);
+        }
+        return NULL;
+    }
+    if (h->size < RAI_HOST_API_SIZE_1_0) {
+        if (errbuf && errlen) {
+            snprintf(errbuf, errlen, "host API table has %u bytes, backend needs at least %zu",
+                     (unsigned)h->size, (size_t)RAI_HOST_API_SIZE_1_0);
+        }
+        return NULL;
+    }
+    if (fault_decide_mode(errbuf, errlen) != 0) {
+        return NULL;
+    }
+    fault.host = h;
+    h->log(RAI_LOG_NOTICE, "fault-injection backend %s loaded (%s)", FAULT_VERSION,
+           fault.mode == FAULT_MODE_HOST ? "isolation host"
+           : fault.mode == FAULT_MODE_IN_PROCESS ? "in-process, non-fatal behaviours only"
+                                                 : "in-process, fatal behaviours allowed");
+    return &descriptor;
+}
