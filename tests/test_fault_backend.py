@@ -332,6 +332,53 @@ def test_fatal_magics_refused_in_process(c: RawClient, magic: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------
+# Unbounded allocation under a data limit: what BACKEND_MEMORY_LIMIT will do to a host.
+
+DATA_LIMIT_MB = 768
+
+
+@pytest.fixture
+def limited_exe(tmp_path: pathlib.Path) -> str:
+    """redis-server under RLIMIT_DATA (which counts malloc's mmaps since Linux 4.7), so that
+    magic 4 meets a failing malloc instead of the machine's OOM killer."""
+    real = shutil.which("redis-server")
+    assert real, "redis-server is not on PATH"
+    exe = tmp_path / "redis-server-limited"
+    exe.write_text(f"#!/bin/sh\nulimit -d {DATA_LIMIT_MB * 1024}\nexec {real} \"$@\"\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
+@pytest.mark.skipif(bool(os.environ.get("REDISAI_TEST_SERVER_EXE")),
+                    reason="AddressSanitizer reserves more address space than the limit")
+def test_unbounded_allocation_meets_the_limit(module_path: pathlib.Path,
+                                              fault_backend: pathlib.Path,
+                                              limited_exe: str) -> None:
+    s = RedisServer(module_path, env=_env(**{IN_PROCESS: "fatal"}), exe=limited_exe)
+    try:
+        with RawClient(s.port) as cl:
+            assert_ok(cl.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(fault_backend)))
+            assert_ok(_store(cl, "m", "identity"))
+            assert_ok(cl.execute("AI.TENSORSET", "a", "FLOAT", 1, "VALUES", 4))
+            text = str(assert_error_startswith(_run(cl, "m", ["a"], ["b"]),
+                                               "ERR fault backend: out of memory after "))
+            mib = int(text.rsplit(" ", 2)[1])
+            # It allocated (and touched) blocks until the limit, then gave them all back.
+            assert 0 < mib < DATA_LIMIT_MB, text
+            print(f"magic 4 under a {DATA_LIMIT_MB} MiB data limit: {text}")
+            assert_ok(cl.execute("AI.TENSORSET", "a", "FLOAT", 1, "VALUES", 40))
+            assert_ok(_run(cl, "m", ["a"], ["b"]))
+            assert_ok(cl.execute("AI.TENSORSET", "a", "FLOAT", 1, "VALUES", 4))
+            text2 = str(assert_error_startswith(_run(cl, "m", ["a"], ["b"]),
+                                                "ERR fault backend: out of memory after "))
+            # Nothing was kept: the second run gets as far, give or take one block.
+            assert abs(int(text2.rsplit(" ", 2)[1]) - mib) <= 64, (text, text2)
+        assert s.alive(), s.log()
+    finally:
+        s.stop()
+
+
+# ---------------------------------------------------------------------------------------
 # Today, without isolation: a fault in a backend takes the server down.
 
 # Under ci/asan-tests.sh (another server executable) AddressSanitizer's own handler reports a
@@ -381,5 +428,22 @@ def test_kill_or_exit_in_process_ends_the_server(module_path: pathlib.Path,
                 cl.read()
         assert s.proc.wait(timeout=60) == rc, s.log()
         assert "crashed by signal" not in s.log()
+    finally:
+        s.stop()
+
+
+@plain_server_only
+def test_crash_on_create_in_process_kills_the_server(module_path: pathlib.Path,
+                                                     fault_backend: pathlib.Path) -> None:
+    """A framework that crashes while building a model takes Redis down on its main thread."""
+    s = _loaded(module_path, fault_backend, "fatal")
+    try:
+        with RawClient(s.port) as cl:
+            cl.send("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "crash-on-create")
+            with pytest.raises((ConnectionError, OSError, EOFError)):
+                cl.read()
+        rc = s.proc.wait(timeout=60)
+        assert rc == -signal.SIGSEGV, (rc, s.log())
+        assert f"crashed by signal: {int(signal.SIGSEGV)}" in s.log(), s.log()
     finally:
         s.stop()
