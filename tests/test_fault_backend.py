@@ -236,10 +236,10 @@ def test_identity_several_types(c: RawClient) -> None:
 def test_identity_is_any_other_magic(c: RawClient) -> None:
     # 0, 10, a fraction and a negative value are no magic: the run is the identity.
     assert_ok(_store(c, "m", "identity"))
-    for first in (0, 10, 1.5, -1):
+    for first in (0, 10, 1.5, -1, 1e30, -1e30, 9.5):
         assert_ok(c.execute("AI.TENSORSET", "a", "FLOAT", 2, "VALUES", first, 1))
         assert_ok(_run(c, "m", ["a"], ["b"]))
-        assert _values(c, "b") == [first, 1]
+        assert _values(c, "b") == [float(np.float32(first)), 1]
 
 
 def test_fewer_outputs_than_inputs(c: RawClient) -> None:
@@ -304,6 +304,7 @@ def test_error_text_of_the_model(c: RawClient) -> None:
     ("identity\noutputs x", "ERR fault backend: 'outputs' wants a count from 1 to 16, got 'x'"),
     ("identity\ninputs 17", "ERR fault backend: 'inputs' wants a count from 1 to 16, got '17'"),
     ("identity\noutputs 2", "ERR fault backend: 2 outputs but only 1 inputs to copy"),
+    ("identity\nerror", "ERR fault backend: 'error' wants a text"),
     ("identity\0", "ERR fault backend: the model spec is text, it holds a NUL byte"),
 ])
 def test_bad_specs(c: RawClient, spec: str, text: str) -> None:

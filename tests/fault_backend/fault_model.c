@@ -145,6 +145,10 @@ static int parse_directive(FaultModel *m, char *line, int *have_outputs, RAI_Err
         return parse_count(line, rest, &m->noutputs, err);
     }
     if (strcmp(line, "error") == 0) {
+        if (rest[0] == '\0') {
+            fault.host->error_set(err, "ERR fault backend: 'error' wants a text");
+            return -1;
+        }
         fault.host->free(m->error_text);
         m->error_text = fault.host->strdup(rest);
         if (!m->error_text) {
@@ -333,7 +337,12 @@ static int read_magic(RAI_Tensor *t) {
     } else {
         return 0;
     }
-    return (v == (int)v) ? (int)v : 0;
+    /* Only whole values in the magic range count (NaN and huge values too
+     * are the identity, without an out-of-range conversion). */
+    if (v >= FAULT_SEGV && v <= FAULT_KILL && v == (double)(int)v) {
+        return (int)v;
+    }
+    return 0;
 }
 
 static RAI_Tensor *copy_tensor(RAI_Tensor *t) {
