@@ -35,6 +35,11 @@ int LLAPI_Register(RedisModuleCtx *ctx) {
     return REDISMODULE_OK;
 }
 
+void LLAPI_Fail(RAI_Error *err, int code, const char *msg) {
+    Error_Set(err, msg);
+    Error_SetCode(err, code);
+}
+
 int RedisAI_GetLLAPIVersion(void) {
     return REDISAI_LLAPI_VERSION;
 }

@@ -31,6 +31,9 @@ REDISAI_LLAPI_FUNCTIONS(LLAPI_PROTOTYPE)
 /* Exports every function of the list (RedisModule_ExportSharedAPI). OnLoad. */
 int LLAPI_Register(RedisModuleCtx *ctx);
 
+/* Sets err's message and its LLAPI error code (the first error wins). */
+void LLAPI_Fail(RAI_Error *err, int code, const char *msg);
+
 /* A growable array of tensor references with optional names. */
 typedef struct LLAPI_Params {
     size_t n, cap;

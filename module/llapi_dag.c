@@ -46,11 +46,6 @@ struct RAI_DAGRunOp {
 
 static void freeDagRunCtx(RAI_DAGRunCtx *r);
 
-static void fail(RAI_Error *err, int code, const char *msg) {
-    Error_Set(err, msg);
-    Error_SetCode(err, code);
-}
-
 static const RAI_DagOp *firstFailure(const RAI_Dag *dag) {
     for (size_t i = 0; i < dag->nops; i++) {
         if (dag->ops[i].state == DAG_OP_FAILED) return &dag->ops[i];
@@ -68,7 +63,7 @@ static void collectError(RAI_OnFinishCtx *f) {
                                : failed->kind == DAG_OP_MODEL ? RedisAI_ErrorCode_EMODELRUN
                                                               : RedisAI_ErrorCode_EDAGRUN);
     } else if (dag->timed_out) {
-        fail(&f->err, RedisAI_ErrorCode_EDAGRUN, "ERR DAG timed out");
+        LLAPI_Fail(&f->err, RedisAI_ErrorCode_EDAGRUN, "ERR DAG timed out");
     }
 }
 
@@ -287,7 +282,7 @@ static void bind(RAI_DAGRunCtx *r, RAI_DagOp *op, const LLAPI_Params *in, const 
  * model op must name as many inputs and outputs as the model has. */
 int RedisAI_DAGAddRunOp(RAI_DAGRunCtx *run_info, RAI_DAGRunOp *DAGop, RAI_Error *err) {
     if (!building(run_info) || DAGop == NULL || DAGop->added) {
-        fail(err, RedisAI_ErrorCode_EDAGBUILDER,
+        LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER,
              "ERR the op cannot be added: no op, an op added already, or a DAG already run");
         return REDISMODULE_ERR;
     }
@@ -403,7 +398,7 @@ static RedisModuleString **tokenize(const char *s, int *argc) {
  * left as it was. */
 int RedisAI_DAGAddOpsFromString(RAI_DAGRunCtx *run_info, const char *dag, RAI_Error *err) {
     if (!building(run_info)) {
-        fail(err, RedisAI_ErrorCode_EDAGBUILDER, "ERR the DAG was already run");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER, "ERR the DAG was already run");
         return REDISMODULE_ERR;
     }
     int argc;
@@ -443,20 +438,20 @@ size_t RedisAI_DAGNumOps(RAI_DAGRunCtx *run_info) {
 int RedisAI_DAGRun(RAI_DAGRunCtx *run_info, RAI_OnFinishCB DAGAsyncFinish, void *private_data,
                    RAI_Error *err) {
     if (!building(run_info)) {
-        fail(err, RedisAI_ErrorCode_EDAGRUN, "ERR the DAG was already run");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EDAGRUN, "ERR the DAG was already run");
         return REDISMODULE_ERR;
     }
     if (DAGAsyncFinish == NULL) {
-        fail(err, RedisAI_ErrorCode_EDAGRUN, "ERR no callback given to run the DAG");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EDAGRUN, "ERR no callback given to run the DAG");
         return REDISMODULE_ERR;
     }
     RAI_Dag *dag = run_info->finish.dag;
     if (dag->nops == 0) {
-        fail(err, RedisAI_ErrorCode_EDAGBUILDER, "ERR DAG is empty");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER, "ERR DAG is empty");
         return REDISMODULE_ERR;
     }
     if (RedisModule_DictSize(run_info->names.unresolved) > 0) {
-        fail(err, RedisAI_ErrorCode_EDAGBUILDER, "ERR INPUT key cannot be found in DAG");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER, "ERR INPUT key cannot be found in DAG");
         return REDISMODULE_ERR;
     }
     run_info->finish.cb = DAGAsyncFinish;

@@ -21,11 +21,6 @@ static long long nowUs(void) {
     return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
 }
 
-static void fail(RAI_Error *err, int code, const char *msg) {
-    Error_Set(err, msg);
-    Error_SetCode(err, code);
-}
-
 /* --------------------------------- create --------------------------------- */
 
 /* MODELSTORE's checks of the batching options. */
@@ -56,7 +51,7 @@ RAI_Model *RedisAI_ModelCreate(int backend, char *devicestr, char *tag, RAI_Mode
                                const char **outputs, const char *modeldef, size_t modellen,
                                RAI_Error *err) {
     if (backend < RAI_BACKEND_TF || backend > RAI_BACKEND_ONNX) {
-        fail(err, RedisAI_ErrorCode_EUNSUPPORTEDBACKEND, "ERR unsupported backend");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EUNSUPPORTEDBACKEND, "ERR unsupported backend");
         return NULL;
     }
     RAI_ModelParams p = {
@@ -73,7 +68,7 @@ RAI_Model *RedisAI_ModelCreate(int backend, char *devicestr, char *tag, RAI_Mode
         .outputs = outputs,
     };
     if (devicestr == NULL || !Device_ParseStrict(devicestr, &p.device, &p.device_id)) {
-        fail(err, RedisAI_ErrorCode_EMODELCREATE, "ERR Invalid DEVICE");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EMODELCREATE, "ERR Invalid DEVICE");
         return NULL;
     }
     const char *bad = checkOpts(&opts);
@@ -90,7 +85,7 @@ RAI_Model *RedisAI_ModelCreate(int backend, char *devicestr, char *tag, RAI_Mode
         bad = "ERR Insufficient arguments, missing model BLOB";
     }
     if (bad) {
-        fail(err, RedisAI_ErrorCode_EMODELCREATE, bad);
+        LLAPI_Fail(err, RedisAI_ErrorCode_EMODELCREATE, bad);
         return NULL;
     }
     if (Backend_Require(NULL, p.backend, err) == NULL) {
@@ -119,25 +114,23 @@ RAI_Model *RedisAI_ModelGetShallowCopy(RAI_Model *model) {
  * Redis's global lock. */
 int RedisAI_GetModelFromKeyspace(RedisModuleCtx *ctx, RedisModuleString *keyName,
                                  RAI_Model **model, int mode, RAI_Error *err) {
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyName, mode ? mode : REDISMODULE_READ);
-    int rc = REDISMODULE_ERR;
-    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        fail(err, RedisAI_ErrorCode_EMODELRUN, "ERR model key is empty");
-    } else if (RedisModule_ModuleTypeGetType(key) != RAI_ModelType) {
-        fail(err, RedisAI_ErrorCode_EMODELRUN, RAI_WRONGTYPE_MSG);
-    } else {
-        *model = RedisModule_ModuleTypeGetValue(key);
-        rc = REDISMODULE_OK;
+    REDISMODULE_NOT_USED(mode); /* a lookup: READ and WRITE find the same */
+    RAI_Model *m = Model_FromKey(ctx, keyName, err);
+    if (m == NULL) {
+        Error_SetCode(err, RedisAI_ErrorCode_EMODELRUN);
+        return REDISMODULE_ERR;
     }
-    RedisModule_CloseKey(key);
-    return rc;
+    /* Borrowed: the key keeps its own reference. */
+    Model_Release(m);
+    *model = m;
+    return REDISMODULE_OK;
 }
 
 /* A copy of the blob the model was built from, to be freed with
  * RedisModule_Free. */
 int RedisAI_ModelSerialize(RAI_Model *model, char **buffer, size_t *len, RAI_Error *err) {
     if (model == NULL || buffer == NULL || len == NULL) {
-        fail(err, RedisAI_ErrorCode_EMODELSERIALIZE, "ERR no model to serialize");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EMODELSERIALIZE, "ERR no model to serialize");
         return REDISMODULE_ERR;
     }
     *buffer = RedisModule_Alloc(model->blob_len ? model->blob_len : 1);
@@ -212,12 +205,12 @@ int LLAPI_ModelOrder(RAI_ModelRunCtx *mctx, RAI_Tensor **ins, size_t *out_index,
                      RAI_Error *err) {
     const RAI_Model *m = mctx->model;
     if (mctx->inputs.n != m->ninputs) {
-        fail(err, RedisAI_ErrorCode_EMODELRUN,
+        LLAPI_Fail(err, RedisAI_ErrorCode_EMODELRUN,
              "Number of keys given as INPUTS here does not match model definition");
         return REDISMODULE_ERR;
     }
     if (m->noutputs != 0 && mctx->outputs.n != m->noutputs) {
-        fail(err, RedisAI_ErrorCode_EMODELRUN,
+        LLAPI_Fail(err, RedisAI_ErrorCode_EMODELRUN,
              "Number of keys given as OUTPUTS here does not match model definition");
         return REDISMODULE_ERR;
     }
@@ -288,7 +281,7 @@ static int prepare(RAI_ModelRunCtx **mctxs, SyncRun *r, RAI_Error *err) {
     for (long long k = 0; k < r->n; k++) {
         RAI_ModelRunCtx *c = mctxs[k];
         if (c == NULL || c->model != m || c->outputs.n != r->nout) {
-            fail(err, RedisAI_ErrorCode_EMODELRUN,
+            LLAPI_Fail(err, RedisAI_ErrorCode_EMODELRUN,
                  "ERR the run contexts of one batch must have the same model and outputs");
             return REDISMODULE_ERR;
         }
@@ -301,7 +294,7 @@ static int prepare(RAI_ModelRunCtx **mctxs, SyncRun *r, RAI_Error *err) {
         for (size_t i = 0; i < r->nin; i++) {
             const RAI_Tensor *t = r->ins[k][i];
             if (t->ndims == 0 || (i > 0 && t->dims[0] != r->rows[k])) {
-                fail(err, RedisAI_ErrorCode_EMODELRUN,
+                LLAPI_Fail(err, RedisAI_ErrorCode_EMODELRUN,
                      "ERR the inputs of a batched run must share their first dimension");
                 return REDISMODULE_ERR;
             }
@@ -319,7 +312,7 @@ static int prepare(RAI_ModelRunCtx **mctxs, SyncRun *r, RAI_Error *err) {
  * runs only). */
 int RedisAI_ModelRun(RAI_ModelRunCtx **mctxs, long long n, RAI_Error *err) {
     if (mctxs == NULL || n < 1 || mctxs[0] == NULL) {
-        fail(err, RedisAI_ErrorCode_EMODELRUN, "ERR no model run context given");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EMODELRUN, "ERR no model run context given");
         return REDISMODULE_ERR;
     }
     RAI_Model *m = mctxs[0]->model;
@@ -341,7 +334,7 @@ int RedisAI_ModelRun(RAI_ModelRunCtx **mctxs, long long n, RAI_Error *err) {
         ins[i] = LLAPI_Concat(column, (size_t)n);
         RedisModule_Free(column);
         if (ins[i] == NULL) {
-            fail(err, RedisAI_ErrorCode_EMODELRUN,
+            LLAPI_Fail(err, RedisAI_ErrorCode_EMODELRUN,
                  "ERR the inputs of a batched run differ in type or shape");
             goto done;
         }
@@ -414,7 +407,7 @@ int RedisAI_ModelRunAsync(RAI_ModelRunCtx *mctxs, RAI_OnFinishCB DAGAsyncFinish,
  * err gets the run's error, if any. */
 RAI_ModelRunCtx *RedisAI_GetAsModelRunCtx(RAI_OnFinishCtx *ctx, RAI_Error *err) {
     if (ctx == NULL || ctx->kind != LLAPI_RUN_MODEL) {
-        fail(err, RedisAI_ErrorCode_EFINISHCTX, "Finish ctx is not a model run ctx");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EFINISHCTX, "Finish ctx is not a model run ctx");
         return NULL;
     }
     if (Error_IsSet(&ctx->err) && err && !Error_IsSet(err)) RedisAI_CloneError(err, &ctx->err);

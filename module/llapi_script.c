@@ -24,11 +24,6 @@ static long long nowUs(void) {
     return ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
 }
 
-static void fail(RAI_Error *err, int code, const char *msg) {
-    Error_Set(err, msg);
-    Error_SetCode(err, code);
-}
-
 /* --------------------------------- create --------------------------------- */
 
 /* A script with no key (no AI.INFO statistics) and no entry points, on
@@ -37,7 +32,7 @@ static void fail(RAI_Error *err, int code, const char *msg) {
 RAI_Script *RedisAI_ScriptCreate(char *devicestr, char *tag, const char *scriptdef,
                                  RAI_Error *err) {
     if (devicestr == NULL || scriptdef == NULL) {
-        fail(err, RedisAI_ErrorCode_ESCRIPTCREATE,
+        LLAPI_Fail(err, RedisAI_ErrorCode_ESCRIPTCREATE,
              devicestr ? "ERR Insufficient arguments, missing script SOURCE"
                        : "ERR unsupported device");
         return NULL;
@@ -73,18 +68,15 @@ RAI_Script *RedisAI_ScriptGetShallowCopy(RAI_Script *script) {
 /* Borrowed, as RedisAI_GetModelFromKeyspace. Needs Redis's global lock. */
 int RedisAI_GetScriptFromKeyspace(RedisModuleCtx *ctx, RedisModuleString *keyName,
                                   RAI_Script **script, int mode, RAI_Error *err) {
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyName, mode ? mode : REDISMODULE_READ);
-    int rc = REDISMODULE_ERR;
-    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        fail(err, RedisAI_ErrorCode_ESCRIPTRUN, "ERR script key is empty");
-    } else if (RedisModule_ModuleTypeGetType(key) != RAI_ScriptType) {
-        fail(err, RedisAI_ErrorCode_ESCRIPTRUN, RAI_WRONGTYPE_MSG);
-    } else {
-        *script = RedisModule_ModuleTypeGetValue(key);
-        rc = REDISMODULE_OK;
+    REDISMODULE_NOT_USED(mode);
+    RAI_Script *s = Script_FromKey(ctx, keyName, err);
+    if (s == NULL) {
+        Error_SetCode(err, RedisAI_ErrorCode_ESCRIPTRUN);
+        return REDISMODULE_ERR;
     }
-    RedisModule_CloseKey(key);
-    return rc;
+    Script_Release(s);
+    *script = s;
+    return REDISMODULE_OK;
 }
 
 RedisModuleType *RedisAI_ScriptRedisType(void) {
@@ -172,7 +164,7 @@ void RedisAI_ScriptRunCtxFree(RAI_ScriptRunCtx *sctx) {
  * another thread must not hold the lock while it runs such a script. */
 int RedisAI_ScriptRun(RAI_ScriptRunCtx *sctx, RAI_Error *err) {
     if (sctx == NULL) {
-        fail(err, RedisAI_ErrorCode_ESCRIPTRUN, "ERR no script run context given");
+        LLAPI_Fail(err, RedisAI_ErrorCode_ESCRIPTRUN, "ERR no script run context given");
         return REDISMODULE_ERR;
     }
     RAI_Script *s = sctx->script;
@@ -228,7 +220,7 @@ int RedisAI_ScriptRunAsync(RAI_ScriptRunCtx *sctx, RAI_OnFinishCB DAGAsyncFinish
 
 RAI_ScriptRunCtx *RedisAI_GetAsScriptRunCtx(RAI_OnFinishCtx *ctx, RAI_Error *err) {
     if (ctx == NULL || ctx->kind != LLAPI_RUN_SCRIPT) {
-        fail(err, RedisAI_ErrorCode_EFINISHCTX, "Finish ctx is not a script run ctx");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EFINISHCTX, "Finish ctx is not a script run ctx");
         return NULL;
     }
     if (Error_IsSet(&ctx->err) && err && !Error_IsSet(err)) RedisAI_CloneError(err, &ctx->err);
