@@ -293,77 +293,14 @@ int Dag_BatchCompatible(RAI_Dag *a, RAI_Dag *b) {
     return 1;
 }
 
-/* STRING elements sit back to back, each ending in NUL: a batch's data is
- * the requests' data end to end, each one's offsets moved by what precedes. */
-static RAI_Tensor *concatStrings(RAI_Dag **dags, size_t n, size_t i, const int64_t *dims,
-                                 int ndims) {
-    size_t nbytes = 0, len = Tensor_ShapeLength(dims, ndims);
-    for (size_t k = 0; k < n; k++) {
-        nbytes += dags[k]->slots[dags[k]->ops[dags[k]->next_op].inputs[i]]->nbytes;
-    }
-    char *data = RedisModule_Alloc(nbytes ? nbytes : 1);
-    uint64_t *offsets = RedisModule_Alloc(sizeof(uint64_t) * (len ? len : 1));
-    size_t off = 0, elem = 0;
-    for (size_t k = 0; k < n; k++) {
-        RAI_Tensor *t = dags[k]->slots[dags[k]->ops[dags[k]->next_op].inputs[i]];
-        memcpy(data + off, t->data, t->nbytes);
-        for (size_t e = 0; e < t->len; e++) offsets[elem++] = off + t->offsets[e];
-        off += t->nbytes;
-    }
-    return Tensor_NewOwned(dags[0]->slots[dags[0]->ops[dags[0]->next_op].inputs[i]]->dtype, dims,
-                           ndims, data, nbytes, offsets);
-}
-
 /* Along dim 0: the i-th input of every DAG's batched op, in DAG order. */
-static RAI_Tensor *concatInputs(RAI_Dag **dags, size_t n, size_t i, long long total) {
-    RAI_Tensor *first = dags[0]->slots[dags[0]->ops[dags[0]->next_op].inputs[i]];
-    int64_t *dims = RedisModule_Alloc(sizeof(int64_t) * first->ndims);
-    memcpy(dims, first->dims, sizeof(int64_t) * first->ndims);
-    dims[0] = total;
-    RAI_Tensor *out;
-    if (DType_IsString(first->dtype)) {
-        out = concatStrings(dags, n, i, dims, first->ndims);
-    } else {
-        out = Tensor_New(first->dtype, dims, first->ndims, 0);
-        size_t off = 0;
-        for (size_t k = 0; k < n; k++) {
-            RAI_Tensor *t = dags[k]->slots[dags[k]->ops[dags[k]->next_op].inputs[i]];
-            memcpy(out->data + off, t->data, t->nbytes);
-            off += t->nbytes;
-        }
+static RAI_Tensor *concatInputs(RAI_Dag **dags, size_t n, size_t i) {
+    RAI_Tensor **column = RedisModule_Alloc(sizeof(RAI_Tensor *) * n);
+    for (size_t k = 0; k < n; k++) {
+        column[k] = dags[k]->slots[dags[k]->ops[dags[k]->next_op].inputs[i]];
     }
-    RedisModule_Free(dims);
-    return out;
-}
-
-/* Elements [first, first + len) of a STRING tensor: their bytes run from
- * the first one's offset to the next element's (or the end). */
-static RAI_Tensor *sliceStrings(RAI_Tensor *t, const int64_t *dims, int ndims, size_t first,
-                                size_t len) {
-    size_t start = len ? t->offsets[first] : 0;
-    size_t stop = first + len < t->len ? t->offsets[first + len] : t->nbytes;
-    size_t nbytes = len ? stop - start : 0;
-    char *data = RedisModule_Alloc(nbytes ? nbytes : 1);
-    uint64_t *offsets = RedisModule_Alloc(sizeof(uint64_t) * (len ? len : 1));
-    memcpy(data, t->data + start, nbytes);
-    for (size_t e = 0; e < len; e++) offsets[e] = t->offsets[first + e] - start;
-    return Tensor_NewOwned(t->dtype, dims, ndims, data, nbytes, offsets);
-}
-
-static RAI_Tensor *sliceRows(RAI_Tensor *t, long long from, long long rows) {
-    int64_t *dims = RedisModule_Alloc(sizeof(int64_t) * t->ndims);
-    memcpy(dims, t->dims, sizeof(int64_t) * t->ndims);
-    dims[0] = rows;
-    RAI_Tensor *out;
-    if (DType_IsString(t->dtype)) {
-        size_t row = t->dims[0] ? t->len / (size_t)t->dims[0] : 0;
-        out = sliceStrings(t, dims, t->ndims, (size_t)from * row, (size_t)rows * row);
-    } else {
-        out = Tensor_New(t->dtype, dims, t->ndims, 0);
-        size_t row = t->dims[0] ? t->nbytes / (size_t)t->dims[0] : 0;
-        memcpy(out->data, t->data + (size_t)from * row, (size_t)rows * row);
-    }
-    RedisModule_Free(dims);
+    RAI_Tensor *out = Tensor_ConcatRows(column, n);
+    RedisModule_Free(column);
     return out;
 }
 
@@ -395,7 +332,7 @@ void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
     for (size_t k = 0; k < n; k++) total += rows[k] = Dag_BatchDim(dags[k]);
     RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * ninputs);
     RAI_Tensor **outs = RedisModule_Calloc(noutputs ? noutputs : 1, sizeof(RAI_Tensor *));
-    for (size_t i = 0; i < ninputs; i++) ins[i] = concatInputs(dags, n, i, total);
+    for (size_t i = 0; i < ninputs; i++) ins[i] = concatInputs(dags, n, i);
 
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
     RAI_Error err;
@@ -424,7 +361,7 @@ void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
         for (size_t k = 0; k < n; k++) {
             RAI_DagOp *op = &dags[k]->ops[dags[k]->next_op];
             for (size_t j = 0; j < op->noutputs; j++) {
-                dags[k]->slots[op->outputs[j]] = sliceRows(outs[j], from, rows[k]);
+                dags[k]->slots[op->outputs[j]] = Tensor_SliceRows(outs[j], from, rows[k]);
             }
             from += rows[k];
             op->duration_us = duration; /* spec 10: each gets the batch's time */

@@ -86,9 +86,4 @@ int LLAPI_StartRun(RAI_OnFinishCtx *f);
 int LLAPI_ModelOrder(RAI_ModelRunCtx *mctx, RAI_Tensor **ins, size_t *out_index,
                      RAI_Error *err);
 
-/* Tensor helpers shared with batching (llapi_tensor.c): NULL when the
- * tensors do not fit together (dtype, dims past the first, STRING). */
-RAI_Tensor *LLAPI_Concat(RAI_Tensor **ts, size_t n);
-RAI_Tensor *LLAPI_Slice(RAI_Tensor *t, long long offset, long long len);
-
 #endif

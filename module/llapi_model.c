@@ -331,7 +331,7 @@ int RedisAI_ModelRun(RAI_ModelRunCtx **mctxs, long long n, RAI_Error *err) {
         }
         RAI_Tensor **column = RedisModule_Alloc(sizeof(RAI_Tensor *) * (size_t)n);
         for (long long k = 0; k < n; k++) column[k] = r.ins[k][i];
-        ins[i] = LLAPI_Concat(column, (size_t)n);
+        ins[i] = Tensor_ConcatRows(column, (size_t)n);
         RedisModule_Free(column);
         if (ins[i] == NULL) {
             LLAPI_Fail(err, RedisAI_ErrorCode_EMODELRUN,
@@ -364,7 +364,7 @@ int RedisAI_ModelRun(RAI_ModelRunCtx **mctxs, long long n, RAI_Error *err) {
     RAI_Tensor **part = RedisModule_Calloc(r.nout ? r.nout : 1, sizeof(RAI_Tensor *));
     for (long long k = 0; k < n; k++) {
         for (size_t j = 0; j < r.nout; j++) {
-            part[j] = n == 1 ? Tensor_Retain(outs[j]) : LLAPI_Slice(outs[j], from, r.rows[k]);
+            part[j] = n == 1 ? Tensor_Retain(outs[j]) : Tensor_SliceRows(outs[j], from, r.rows[k]);
         }
         from += r.rows[k];
         setOutputs(mctxs[k], part, r.out_index[k]);

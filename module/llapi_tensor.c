@@ -16,81 +16,6 @@
 
 /* --------------------------------- helpers -------------------------------- */
 
-/* Row size in elements along dim 0 (product of the other dims). */
-static size_t rowElems(const RAI_Tensor *t) {
-    return t->ndims > 0 ? Tensor_ShapeLength(t->dims + 1, t->ndims - 1) : 0;
-}
-
-RAI_Tensor *LLAPI_Concat(RAI_Tensor **ts, size_t n) {
-    if (ts == NULL || n == 0 || ts[0] == NULL || ts[0]->ndims < 1) return NULL;
-    const RAI_Tensor *first = ts[0];
-    int64_t total = 0;
-    size_t nbytes = 0, len = 0;
-    for (size_t k = 0; k < n; k++) {
-        const RAI_Tensor *t = ts[k];
-        if (t == NULL || t->ndims != first->ndims || t->dtype.code != first->dtype.code ||
-            t->dtype.bits != first->dtype.bits) {
-            return NULL;
-        }
-        for (int d = 1; d < t->ndims; d++) {
-            if (t->dims[d] != first->dims[d]) return NULL;
-        }
-        total += t->dims[0];
-        nbytes += t->nbytes;
-        len += t->len;
-    }
-    int64_t *dims = RedisModule_Alloc(sizeof(int64_t) * first->ndims);
-    memcpy(dims, first->dims, sizeof(int64_t) * first->ndims);
-    dims[0] = total;
-    char *data = RedisModule_Alloc(nbytes ? nbytes : 1);
-    uint64_t *offsets = NULL;
-    if (DType_IsString(first->dtype)) {
-        offsets = RedisModule_Alloc(sizeof(uint64_t) * (len ? len : 1));
-    }
-    size_t off = 0, elem = 0;
-    for (size_t k = 0; k < n; k++) {
-        const RAI_Tensor *t = ts[k];
-        if (t->nbytes) memcpy(data + off, t->data, t->nbytes);
-        for (size_t i = 0; offsets && i < t->len; i++) offsets[elem + i] = off + t->offsets[i];
-        off += t->nbytes;
-        elem += t->len;
-    }
-    RAI_Tensor *out = Tensor_NewOwned(first->dtype, dims, first->ndims, data, nbytes, offsets);
-    RedisModule_Free(dims);
-    return out;
-}
-
-RAI_Tensor *LLAPI_Slice(RAI_Tensor *t, long long offset, long long len) {
-    if (t == NULL || t->ndims < 1 || offset < 0 || len < 0 || offset > t->dims[0] ||
-        len > t->dims[0] - offset) {
-        return NULL;
-    }
-    size_t row = rowElems(t);
-    size_t first = (size_t)offset * row, count = (size_t)len * row;
-    size_t from, to;
-    if (DType_IsString(t->dtype)) {
-        from = first < t->len ? t->offsets[first] : t->nbytes;
-        to = first + count < t->len ? t->offsets[first + count] : t->nbytes;
-    } else {
-        size_t elem = DType_ElemSize(t->dtype);
-        from = first * elem;
-        to = (first + count) * elem;
-    }
-    int64_t *dims = RedisModule_Alloc(sizeof(int64_t) * t->ndims);
-    memcpy(dims, t->dims, sizeof(int64_t) * t->ndims);
-    dims[0] = len;
-    char *data = RedisModule_Alloc(to > from ? to - from : 1);
-    if (to > from) memcpy(data, t->data + from, to - from);
-    uint64_t *offsets = NULL;
-    if (DType_IsString(t->dtype)) {
-        offsets = RedisModule_Alloc(sizeof(uint64_t) * (count ? count : 1));
-        for (size_t i = 0; i < count; i++) offsets[i] = t->offsets[first + i] - from;
-    }
-    RAI_Tensor *out = Tensor_NewOwned(t->dtype, dims, t->ndims, data, to - from, offsets);
-    RedisModule_Free(dims);
-    return out;
-}
-
 /* ---------------------------------- create -------------------------------- */
 
 /* A tensor of dataTypeStr ("FLOAT", "INT64", ... "STRING", any case) and
@@ -118,12 +43,12 @@ RAI_Tensor *RedisAI_TensorCreate(const char *dataTypeStr, long long *dims, int n
 /* Along dim 0; NULL when the dtypes or the other dims differ. */
 RAI_Tensor *RedisAI_TensorCreateByConcatenatingTensors(RAI_Tensor **ts, long long n) {
     if (n <= 0) return NULL;
-    return LLAPI_Concat(ts, (size_t)n);
+    return Tensor_ConcatRows(ts, (size_t)n);
 }
 
 /* Rows offset .. offset+len-1 along dim 0, copied; NULL when out of range. */
 RAI_Tensor *RedisAI_TensorCreateBySlicingTensor(RAI_Tensor *t, long long offset, long long len) {
-    return LLAPI_Slice(t, offset, len);
+    return Tensor_SliceRows(t, offset, len);
 }
 
 /* ---------------------------------- read ---------------------------------- */

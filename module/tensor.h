@@ -85,4 +85,10 @@ const char *Tensor_StringAt(const RAI_Tensor *t, size_t i, size_t *len);
  * and holds exactly n elements. */
 int Tensor_StringOffsets(const char *blob, size_t nbytes, size_t n, uint64_t **offsets);
 
+/* Along dim 0, copied (STRING offsets moved): used by auto-batching and
+ * the LLAPI. NULL when the tensors do not fit together (dtype, dims past
+ * the first) or the rows are out of range. */
+RAI_Tensor *Tensor_ConcatRows(RAI_Tensor **ts, size_t n);
+RAI_Tensor *Tensor_SliceRows(RAI_Tensor *t, long long offset, long long len);
+
 #endif
