@@ -16,7 +16,6 @@ whenever a tree has one (a tree built in place has none).
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from . import manifest
@@ -30,21 +29,7 @@ def collect(tree: Path, version: str) -> manifest.Manifest:
     """The manifest of tree's top level as it is now (every file hashed)."""
     m = manifest.Manifest(header={"kind": "core", "version": version,
                                   "abi": manifest.abi_version()})
-    for dirpath, dirnames, filenames in os.walk(tree):
-        here = Path(dirpath)
-        if here == tree:
-            dirnames[:] = [d for d in dirnames if d not in _SKIP]
-        for name in sorted(dirnames + filenames):
-            p = here / name
-            rel = str(p.relative_to(tree))
-            if rel == CORE_MANIFEST_NAME:
-                continue
-            if p.is_symlink():
-                m.links[rel] = os.readlink(p)
-                if name in dirnames:
-                    dirnames.remove(name)
-            elif p.is_file():
-                m.files.append(manifest.FileEntry(manifest.sha256_file(p), p.stat().st_size, rel))
+    manifest.scan(tree, m, exclude=CORE_MANIFEST_NAME, skip_top=_SKIP)
     return m
 
 

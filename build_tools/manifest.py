@@ -105,26 +105,37 @@ def parse(text: str) -> Manifest:
     return m
 
 
-def write(folder: Path, header: dict[str, str], hashes: dict[str, tuple[str, int]]) -> bool:
-    """Writes folder/MANIFEST_NAME listing every file and link under folder.
-
-    hashes: relative path -> (sha256, size) already known (from the sync record);
-    files not in it are hashed here. Returns True when the file changed."""
-    m = Manifest(header=dict(header))
-    for dirpath, dirnames, filenames in os.walk(folder):
+def scan(root: Path, m: Manifest, *, exclude: str, skip_top: frozenset[str] = frozenset(),
+         skip_hidden: bool = False, hashes: dict[str, tuple[str, int]] | None = None) -> None:
+    """Adds every file and link under root to m (links not followed), except the manifest
+    `exclude`, the top-level folders in skip_top and, with skip_hidden, dot names.
+    hashes: relative path -> (sha256, size) already known; other files are hashed."""
+    known = hashes or {}
+    for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
+        if here == root:
+            dirnames[:] = [d for d in dirnames if d not in skip_top]
         for name in sorted(dirnames + filenames):
             p = here / name
-            rel = str(p.relative_to(folder))
-            if rel == MANIFEST_NAME or name.startswith("."):
+            rel = str(p.relative_to(root))
+            if rel == exclude or (skip_hidden and name.startswith(".")):
                 continue
             if p.is_symlink():
                 m.links[rel] = os.readlink(p)
                 if name in dirnames:
                     dirnames.remove(name)
             elif p.is_file():
-                sha, size = hashes.get(rel) or (sha256_file(p), p.stat().st_size)
+                sha, size = known.get(rel) or (sha256_file(p), p.stat().st_size)
                 m.files.append(FileEntry(sha, size, rel))
+
+
+def write(folder: Path, header: dict[str, str], hashes: dict[str, tuple[str, int]]) -> bool:
+    """Writes folder/MANIFEST_NAME listing every file and link under folder.
+
+    hashes: relative path -> (sha256, size) already known (from the sync record);
+    files not in it are hashed here. Returns True when the file changed."""
+    m = Manifest(header=dict(header))
+    scan(folder, m, exclude=MANIFEST_NAME, skip_hidden=True, hashes=hashes)
     text = m.render()
     dst = folder / MANIFEST_NAME
     if dst.is_file() and dst.read_text() == text:
