@@ -282,3 +282,92 @@ def test_host_dies_with_its_parent(host_path: pathlib.Path, onnx_backend: iso.Ba
             middle.kill()
             middle.wait(60)
         middle.stdout.close()
+
+
+def _next_note(h: iso.HostProcess) -> iso.Msg:
+    while True:
+        m = iso.recv(h.ctl)
+        assert m is not None, f"EOF before a note; stderr: {h.stderr()}"
+        if m.type != iso.LOG:
+            return m
+
+
+def test_fatal_signal_sends_dying_then_dies_of_it(host: iso.HostProcess) -> None:
+    _ready(host)
+    host.proc.send_signal(signal.SIGSEGV)
+    m = _next_note(host)
+    assert m.type == iso.DYING, m
+    d = iso.Dec(m.payload)
+    sig, _code, _addr = d.u32(), d.u32(), d.u64()
+    assert sig == signal.SIGSEGV and d.done()
+    assert host.wait() == -signal.SIGSEGV  # re-raised: the status tells the signal
+
+
+def test_sigterm_and_shutdown_say_why(host_path: pathlib.Path, onnx_backend: iso.Backend) -> None:
+    for how, want in (("SIGTERM", "SIGTERM"), ("SHUTDOWN", "SHUTDOWN")):
+        h = iso.HostProcess(host_path, onnx_backend)
+        try:
+            _ready(h)
+            assert h.model_create(1, "k", onnx_models.add().blob).type == iso.MODEL_CREATED
+            if how == "SIGTERM":
+                h.proc.send_signal(signal.SIGTERM)
+            else:
+                iso.send(h.ctl, iso.SHUTDOWN, 99)
+            m = _next_note(h)
+            assert m.type == iso.EXITING and iso.Dec(m.payload).str() == want, m
+            assert h.wait() == 0
+        finally:
+            h.close()
+
+
+def test_memory_limit_is_the_hosts_rlimit_data(host_path: pathlib.Path,
+                                               onnx_backend: iso.Backend) -> None:
+    h = iso.HostProcess(host_path, onnx_backend)
+    try:
+        m = h.hello(memory_limit_mb=3000)
+        assert m.type == iso.HELLO_OK, m
+        limits = pathlib.Path(f"/proc/{h.proc.pid}/limits").read_text().splitlines()
+        [data] = [line for line in limits if line.startswith("Max data size")]
+        assert data.split()[3:5] == [str(3000 << 20)] * 2, data
+        [core] = [line for line in limits if line.startswith("Max core file size")]
+        assert core.split()[4:6] == ["0", "0"], core
+    finally:
+        h.close()
+
+
+def test_mutated_hellos_never_crash_the_host(host_path: pathlib.Path,
+                                             onnx_backend: iso.Backend) -> None:
+    """Truncated and bit-flipped HELLOs (seeded, so reproducible): the host answers ERROR
+    or HELLO_OK, or exits with status 70 or 1 (after an ERROR or none); never dies of a
+    signal or hangs."""
+    probe = iso.HostProcess(host_path, onnx_backend)
+    e = iso.Enc().u32(iso.PROTOCOL_VERSION).str(iso.build_id(host_path)).u32(ONNX)
+    e.str(onnx_backend.name).str(os.path.realpath(onnx_backend.so))
+    e.str(str(onnx_backend.backends_path)).u8(1)
+    for v in (1, 1, 1, 5000, 0):
+        e.i64(v)
+    good = e.u64(1).u32(2).bytes()
+    probe.close()
+    rng = np.random.default_rng(13)
+    for i in range(40):
+        payload = bytearray(good)
+        if i % 2:
+            payload = payload[:int(rng.integers(0, len(payload)))]
+        else:
+            for _ in range(int(rng.integers(1, 4))):
+                at = int(rng.integers(0, len(payload)))
+                payload[at] ^= 1 << int(rng.integers(0, 8))
+        h = iso.HostProcess(host_path, onnx_backend)
+        try:
+            iso.send(h.ctl, iso.HELLO, 1, bytes(payload))
+            h.ctl.settimeout(60)  # a hang fails the test instead of stalling it
+            m = iso.recv(h.ctl)
+            while m is not None and m.type == iso.LOG:
+                m = iso.recv(h.ctl)
+            if m is not None and m.type == iso.HELLO_OK:
+                continue  # a flip in a field that does not matter: the host serves
+            assert m is None or m.type == iso.ERROR, (i, m)
+            status = h.wait()
+            assert status in (1, iso.EXIT_PROTOCOL), (i, status, h.stderr())
+        finally:
+            h.close()
