@@ -4,6 +4,7 @@
  * RedisModule_Alloc/Free/Strdup (and backend_file.c names kinds). In the
  * host those are libc's; nothing else of Redis's API exists here.
  */
+#define _GNU_SOURCE /* strdup, strcasecmp under a strict -std */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
