@@ -45,33 +45,6 @@ static int checkConfined(const char *real, RAI_Error *err) {
     return 1;
 }
 
-/* The same checks as checkDescriptor in backend_loader.c (static there:
- * the core's loader is not linked into the host). */
-static int checkDescriptor(const RAI_BackendDescriptor *d, RAI_Error *err) {
-    if (d->abi_major != RAI_ABI_MAJOR) {
-        Error_SetFmt(err, "%s: backend ABI major %u does not match the core's ABI major %u",
-                     host.so, d->abi_major, RAI_ABI_MAJOR);
-        return 0;
-    }
-    if (d->size < RAI_DESCRIPTOR_SIZE_1_0) {
-        Error_SetFmt(err, "%s: backend descriptor size %u is smaller than the %zu bytes of ABI 1.0",
-                     host.so, d->size, (size_t)RAI_DESCRIPTOR_SIZE_1_0);
-        return 0;
-    }
-    if ((unsigned)d->kind >= RAI_BACKEND_KINDS || d->kind != host.kind) {
-        Error_SetFmt(err, "%s: file is a %s backend (%s), not %s", host.so,
-                     Backend_KindName(d->kind), d->framework ? d->framework : "?",
-                     Backend_KindName(host.kind));
-        return 0;
-    }
-    if (!d->model_create || !d->model_free || !d->model_run || !d->framework ||
-        !d->framework_version || !d->variant) {
-        Error_SetFmt(err, "%s: backend descriptor lacks a required member", host.so);
-        return 0;
-    }
-    return 1;
-}
-
 /* The device and inode of the file mapped at addr, from /proc/self/maps:
  * what dlopen really mapped, whatever the path says now. */
 static int mappedFile(const void *addr, dev_t *dev, ino_t *ino) {
@@ -171,7 +144,7 @@ int Host_Load(RAI_Error *err) {
                      why[0] ? why : "no reason given");
         return 0;
     }
-    if (!checkDescriptor(d, err)) return 0;
+    if (!Backend_CheckDescriptor(d, host.kind, host.so, err)) return 0;
     host.desc = d;
     host.note_major = note.abi_major;
     host.note_minor = note.abi_minor;

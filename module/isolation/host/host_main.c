@@ -286,12 +286,6 @@ static void hello(void) {
     IsoMsg_Free(&m);
 }
 
-/* Backend_HasScripts lives in backend_loader.c; the host's own copy. */
-int Backend_HasScripts(const RAI_BackendDescriptor *d) {
-    return d->size >= RAI_DESCRIPTOR_SIZE_1_1 && d->script_create && d->script_free &&
-           d->script_run;
-}
-
 static void freeNames(RAI_ModelNames *n) {
     for (size_t i = 0; n->inputs && i < n->ninputs; i++) free(n->inputs[i]);
     for (size_t i = 0; n->outputs && i < n->noutputs; i++) free(n->outputs[i]);
