@@ -371,3 +371,55 @@ def test_mutated_hellos_never_crash_the_host(host_path: pathlib.Path,
             assert status in (1, iso.EXIT_PROTOCOL), (i, status, h.stderr())
         finally:
             h.close()
+
+
+def test_mutated_runs_never_crash_the_host(host_path: pathlib.Path,
+                                           onnx_backend: iso.Backend) -> None:
+    """Bit-flipped and truncated MODEL_RUN messages on a channel (seeded): each gets RUN_OK
+    or ERROR with the host alive, or ends the host with status 70; never a signal."""
+    add = onnx_models.add()
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    e = iso.Enc().u64(1).u32(0).str("k").u32(2)
+    e.tensor(2, 32, 0, 0, a.nbytes, a.shape).tensor(2, 32, 0, 64, a.nbytes, a.shape).u32(1)
+    good = e.bytes()
+    rng = np.random.default_rng(1313)
+    h: iso.HostProcess | None = None
+    ch: iso.Channel | None = None
+    exits = replies = 0
+    try:
+        for i in range(60):
+            if h is None:
+                h = iso.HostProcess(host_path, onnx_backend)
+                _ready(h)
+                assert h.model_create(1, "k", add.blob).type == iso.MODEL_CREATED
+                ch = h.open_channel()
+                ch.c2h[0:a.nbytes] = a.tobytes()
+                ch.c2h[64:64 + a.nbytes] = a.tobytes()
+                ch.sock.settimeout(60)
+            payload = bytearray(good)
+            if i % 3 == 0:
+                payload = payload[:int(rng.integers(0, len(payload)))]
+            else:
+                for _ in range(int(rng.integers(1, 3))):
+                    at = int(rng.integers(0, len(payload)))
+                    payload[at] ^= 1 << int(rng.integers(0, 8))
+            iso.send(ch.sock, iso.MODEL_RUN, 100 + i, bytes(payload))
+            m = iso.recv(ch.sock)
+            if m is not None:
+                assert m.type in (iso.RUN_OK, iso.ERROR) and m.id == 100 + i, (i, m)
+                for fd in m.fds:
+                    os.close(fd)
+                replies += 1
+                continue
+            status = h.wait()
+            assert status == iso.EXIT_PROTOCOL, (i, status, h.stderr())
+            exits += 1
+            ch.close()
+            h.close()
+            h = ch = None
+    finally:
+        if ch is not None:
+            ch.close()
+        if h is not None:
+            h.close()
+    assert exits and replies  # both paths were exercised
