@@ -17,6 +17,9 @@ A tree installed from packages also has redisai_core.manifest (core_manifest.py)
 at its top: when present it must match the same way.
 redisai.so: no RPATH/RUNPATH, NEEDED only the system runtime, the only
 export RedisModule_OnLoad.
+redisai-backend-host (beside redisai.so, docs/isolation.md): present, an ELF
+executable, executable and not writable by group or others (the core refuses
+to spawn it otherwise), no RPATH/RUNPATH, NEEDED only the system runtime.
 
 A tree built with `build --sanitize address` (install-asan/...) is recognised
 by redisai.so's NEEDED libasan.so.N; there, and only there, libasan.so.N from
@@ -40,6 +43,7 @@ from .errors import BuildError
 CORE_EXPORT = "RedisModule_OnLoad"
 BACKEND_EXPORT = "RAI_BackendEntry"
 BACKEND_RUNPATH = "$ORIGIN/lib"
+HOST_NAME = "redisai-backend-host"
 
 # The system C/C++ runtime a backend may need from outside its folder.
 _SYSTEM_RUNTIME = re.compile(
@@ -71,6 +75,8 @@ class ElfInfo:
     rpath: list[str] | None = None     # None: no DT_RPATH
     exports: list[str] = field(default_factory=list)
     abi_notes: list[tuple[int, int, int]] = field(default_factory=list)  # (major, minor, kind)
+    elf_type: str = ""                 # e_type: ET_DYN, ET_EXEC ...
+    has_interp: bool = False           # a PT_INTERP segment: a program, not a library
 
 
 def require_pyelftools() -> None:
@@ -96,6 +102,8 @@ def read_elf(path: Path, with_exports: bool) -> ElfInfo:
     try:
         with open(path, "rb") as f:
             elf = ELFFile(f)
+            info.elf_type = str(elf.header["e_type"])
+            info.has_interp = any(seg["p_type"] == "PT_INTERP" for seg in elf.iter_segments())
             dyn = next((s for s in elf.iter_sections() if isinstance(s, DynamicSection)), None)
             if dyn is None:
                 dyn = next((s for s in elf.iter_segments() if isinstance(s, DynamicSegment)),
@@ -237,6 +245,33 @@ class _Checker:
         self._exports(row, info, CORE_EXPORT)
         self.rows.append(row)
 
+    def check_host(self, path: Path) -> None:
+        row = Row(self.rel(path), "-", exports_ok=None)
+        self.rows.append(row)
+        if not path.is_file() or path.is_symlink():
+            row.needed_ok = False
+            row.problems.append("missing: isolated backends (ISOLATE) cannot start without it")
+            return
+        mode = path.stat().st_mode
+        if not mode & 0o100:
+            row.problems.append(f"mode {mode & 0o7777:o}: not executable")
+        if mode & 0o022:
+            row.problems.append(f"mode {mode & 0o7777:o}: writable by group or others "
+                                "(the core refuses to spawn it)")
+        try:
+            info = read_elf(path, with_exports=False)
+        except BuildError as e:
+            row.needed_ok = False
+            row.problems.append(str(e))
+            return
+        if info.elf_type not in ("ET_EXEC", "ET_DYN") or not info.has_interp:
+            row.problems.append(f"ELF type {info.elf_type} without a program interpreter: "
+                                "not an executable")
+        row.runpath = self._runpath_text(info)
+        if info.runpath is not None or info.rpath is not None:
+            row.problems.append(f"has RUNPATH/RPATH {row.runpath}; the host needs none")
+        self._resolve_needed(row, path, info, None, set(), [])
+
     def check_backend(self, path: Path) -> None:
         folder = path.parent
         info = read_elf(path, with_exports=True)
@@ -353,6 +388,7 @@ def check_tree(install: Path) -> bool:
     sanitized = any(_ASAN_RUNTIME.match(n) for n in read_elf(core, with_exports=False).needed)
     checker = _Checker(install, sanitized)
     checker.check_core(core)
+    checker.check_host(install / HOST_NAME)
     backends = list(backend_libraries(install))
     for lib in backends:
         checker.check_backend(lib)

@@ -1,6 +1,7 @@
 """Laying out install/redisai-<version>/ from the build outputs.
 
     redisai.so
+    redisai-backend-host     (the isolated backends' host process: docs/isolation.md)
     backends/redisai_<name>-<framework version>-<variant>/redisai_<name>.so
     backends/redisai_<name>-<framework version>-<variant>/lib/<framework libraries>
     backends/redisai_<name>-<framework version>-<variant>/redisai_backend.manifest
@@ -35,6 +36,7 @@ from .errors import BuildError
 from .frameworks import Framework
 
 _MANIFEST_VERSION = 1
+HOST_NAME = "redisai-backend-host"
 
 
 def _say(msg: str) -> None:
@@ -100,6 +102,11 @@ def _plan_folder(b: BuiltBackend, files: dict[str, _File], links: dict[str, str]
 def _plan(core: Path, backends: Sequence[BuiltBackend],
           defaults: Mapping[str, str]) -> tuple[dict[str, _File], dict[str, str]]:
     files: dict[str, _File] = {"redisai.so": _File(core)}
+    # The backend host is built beside redisai.so and installed beside it: the core
+    # finds it there (dladdr of itself), as docs/isolation.md says.
+    host = core.parent / HOST_NAME
+    if host.is_file():
+        files[HOST_NAME] = _File(host)
     links: dict[str, str] = {}
     for b in backends:
         _plan_folder(b, files, links)

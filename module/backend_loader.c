@@ -20,7 +20,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "backend_dir.h"
@@ -31,13 +30,6 @@
 
 static RAI_LoadedBackend loaded[RAI_BACKEND_KINDS];
 
-static const char *kind_names[RAI_BACKEND_KINDS] = {
-    [RAI_BACKEND_TF] = "TF",
-    [RAI_BACKEND_TFLITE] = "TFLITE",
-    [RAI_BACKEND_TORCH] = "TORCH",
-    [RAI_BACKEND_ONNX] = "ONNX",
-};
-
 /* spec 12.1: the files lazy loading looks for under BACKENDSPATH. */
 static const char *default_files[RAI_BACKEND_KINDS] = {
     [RAI_BACKEND_TF] = "redisai_tensorflow/redisai_tensorflow.so",
@@ -45,20 +37,6 @@ static const char *default_files[RAI_BACKEND_KINDS] = {
     [RAI_BACKEND_TORCH] = "redisai_torch/redisai_torch.so",
     [RAI_BACKEND_ONNX] = "redisai_onnxruntime/redisai_onnxruntime.so",
 };
-
-int Backend_ParseKind(const char *s, RAI_BackendKind *kind) {
-    for (int i = 0; i < RAI_BACKEND_KINDS; i++) {
-        if (!strcasecmp(s, kind_names[i])) {
-            *kind = (RAI_BackendKind)i;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-const char *Backend_KindName(RAI_BackendKind kind) {
-    return (unsigned)kind < RAI_BACKEND_KINDS ? kind_names[kind] : "unknown";
-}
 
 const char *Backend_FileName(RAI_BackendKind kind) {
     if ((unsigned)kind >= RAI_BACKEND_KINDS) return "unknown";
@@ -69,11 +47,6 @@ void Backend_CountUse(RAI_BackendKind kind, int is_script, int delta) {
     if ((unsigned)kind >= RAI_BACKEND_KINDS) return;
     __atomic_add_fetch(is_script ? &loaded[kind].scripts : &loaded[kind].models, delta,
                        __ATOMIC_RELAXED);
-}
-
-int Backend_HasScripts(const RAI_BackendDescriptor *d) {
-    return d->size >= RAI_DESCRIPTOR_SIZE_1_1 && d->script_create && d->script_free &&
-           d->script_run;
 }
 
 const RAI_LoadedBackend *Backend_Loaded(RAI_BackendKind kind) {
@@ -91,32 +64,6 @@ static double nowSeconds(void) {
 static void quietFrameworks(void) {
     setenv("TF_CPP_MIN_LOG_LEVEL", "3", 0);
     setenv("TF_ENABLE_ONEDNN_OPTS", "0", 0);
-}
-
-static int checkDescriptor(const RAI_BackendDescriptor *d, RAI_BackendKind kind,
-                           const char *path, RAI_Error *err) {
-    if (d->abi_major != RAI_ABI_MAJOR) {
-        Error_SetFmt(err, "%s: backend ABI major %u does not match the core's ABI major %u", path,
-                     d->abi_major, RAI_ABI_MAJOR);
-        return 0;
-    }
-    if (d->size < RAI_DESCRIPTOR_SIZE_1_0) {
-        Error_SetFmt(err, "%s: backend descriptor size %u is smaller than the %zu bytes of ABI 1.0",
-                     path, d->size, (size_t)RAI_DESCRIPTOR_SIZE_1_0);
-        return 0;
-    }
-    if ((unsigned)d->kind >= RAI_BACKEND_KINDS || d->kind != kind) {
-        Error_SetFmt(err, "%s: file is a %s backend (%s), not %s", path,
-                     Backend_KindName(d->kind), d->framework ? d->framework : "?",
-                     Backend_KindName(kind));
-        return 0;
-    }
-    if (!d->model_create || !d->model_free || !d->model_run || !d->framework ||
-        !d->framework_version || !d->variant) {
-        Error_SetFmt(err, "%s: backend descriptor lacks a required member", path);
-        return 0;
-    }
-    return 1;
 }
 
 /* BACKENDS_CONFINED: real must lie inside realpath(BACKENDSPATH). */
@@ -198,7 +145,7 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
         goto fail;
     }
     /* A second line behind the note: what the code says must agree. */
-    if (!checkDescriptor(d, kind, full, err)) goto fail;
+    if (!Backend_CheckDescriptor(d, kind, full, err)) goto fail;
 
     loaded[kind] = (RAI_LoadedBackend){
         .desc = d,

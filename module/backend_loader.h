@@ -50,6 +50,12 @@ const RAI_BackendDescriptor *Backend_Require(RedisModuleCtx *ctx, RAI_BackendKin
 const RAI_BackendDescriptor *Backend_Get(RedisModuleCtx *ctx, RAI_BackendKind kind);
 /* Whether a descriptor carries the 1.1 script members. */
 int Backend_HasScripts(const RAI_BackendDescriptor *d);
+/* What the descriptor a backend's entry returned must say: our ABI major,
+ * at least 1.0's size, the kind asked for, the required members. Returns 1,
+ * or 0 with a reason naming path in err. The kind functions and this one
+ * live in backend_check.c, which the backend host compiles in too. */
+int Backend_CheckDescriptor(const RAI_BackendDescriptor *d, RAI_BackendKind kind,
+                            const char *path, RAI_Error *err);
 /* The loaded backend, or NULL; never loads. */
 const RAI_LoadedBackend *Backend_Loaded(RAI_BackendKind kind);
 /* A model or script built on the kind's backend (+1), or freed (-1): the

@@ -1,0 +1,97 @@
+/*
+ * iso_protocol.h - the messages between the core and a backend host
+ * (docs/isolation.md, "The protocol"). Shared, unchanged, by redisai.so and
+ * redisai-backend-host: core and host are built and installed together, so
+ * there is no negotiation, only an exact protocol version and build id.
+ *
+ * Every message is one SOCK_SEQPACKET datagram: an IsoHeader, then the
+ * inline payload. A message flagged ISO_F_BULK carries its whole payload in
+ * a sealed memfd instead (fds[0], bulk_len bytes) and has inline_len 0: the
+ * decoder then reads one flat byte range either way.
+ */
+#ifndef REDISAI_ISO_PROTOCOL_H
+#define REDISAI_ISO_PROTOCOL_H
+
+#include <stdint.h>
+
+#define ISO_MAGIC 0x48494152u /* "RAIH" little-endian */
+#define ISO_PROTOCOL_VERSION 1
+#define ISO_INLINE_MAX (64 * 1024) /* inline payload; more goes to a bulk memfd */
+#define ISO_BULK_MAX (4ULL << 30)  /* a model blob may be large, not unbounded */
+#define ISO_MAX_FDS 8              /* descriptors attached to one message */
+
+/* Caps on decoded counts: every count is hostile until checked. */
+#define ISO_NAME_MAX (1u << 20)
+#define ISO_DIMS_MAX 64
+#define ISO_TENSORS_MAX 4096
+#define ISO_NAMES_MAX 4096
+
+/* Shared memory (iso_shm.h). */
+#define ISO_ARENA_SIZE (8u << 20)         /* per channel and direction */
+#define ISO_ARENA_TENSOR_MAX (1u << 20)   /* larger tensors go to a large region */
+#define ISO_TENSOR_ALIGN 64
+
+/* Exit status of a host that refuses to go on (bad start, protocol error). */
+#define ISO_HOST_EXIT_PROTOCOL 70
+
+typedef enum IsoMsgType {
+    ISO_MSG_HELLO = 1,
+    ISO_MSG_HELLO_OK = 2,
+    ISO_MSG_MODEL_CREATE = 3,
+    ISO_MSG_MODEL_CREATED = 4,
+    ISO_MSG_MODEL_FREE = 5,
+    ISO_MSG_SCRIPT_CREATE = 6,
+    ISO_MSG_SCRIPT_CREATED = 7,
+    ISO_MSG_SCRIPT_FREE = 8,
+    ISO_MSG_OPEN_CHANNEL = 9,
+    ISO_MSG_CHANNEL_OK = 10,
+    ISO_MSG_MODEL_RUN = 11,
+    ISO_MSG_SCRIPT_RUN = 12,
+    ISO_MSG_RUN_OK = 13,
+    ISO_MSG_CB_REDIS_CALL = 14,
+    ISO_MSG_CB_REDIS_REPLY = 15,
+    ISO_MSG_CB_MODEL_EXECUTE = 16,
+    ISO_MSG_CB_MODEL_REPLY = 17,
+    ISO_MSG_INFO = 18,
+    ISO_MSG_INFO_REPLY = 19,
+    ISO_MSG_LOG = 20,
+    ISO_MSG_DYING = 21,
+    ISO_MSG_EXITING = 22,
+    ISO_MSG_SHUTDOWN = 23,
+    ISO_MSG_ERROR = 24,
+    ISO_MSG_TYPE_MAX = 24,
+} IsoMsgType;
+
+#define ISO_F_BULK 0x1u
+
+typedef struct IsoHeader {
+    uint32_t magic;
+    uint16_t type;       /* IsoMsgType */
+    uint16_t flags;      /* ISO_F_BULK: fds[0] is a memfd holding the bulk_len payload bytes */
+    uint64_t id;         /* request id: a push's own, a pop's = the push it answers */
+    uint32_t inline_len; /* payload bytes after the header in this datagram */
+    uint32_t nfds;       /* SCM_RIGHTS descriptors that must come with it */
+    uint64_t bulk_len;
+} IsoHeader;
+
+_Static_assert(sizeof(IsoHeader) == 32, "IsoHeader is 32 bytes on the wire");
+
+/* A tensor on the wire (encoded field by field, followed by ndims i64
+ * dims). region 0: the channel's arena of the message's direction;
+ * k >= 1: the message's fds[k-1], a sealed large region. */
+typedef struct IsoTensorDesc {
+    uint8_t code, bits; /* RAI_DType */
+    uint8_t region;
+    uint8_t pad;
+    uint32_t ndims;  /* at most ISO_DIMS_MAX */
+    uint64_t offset; /* in the region, ISO_TENSOR_ALIGN aligned */
+    uint64_t nbytes; /* STRING: n u64 offsets, then the NUL-terminated bytes */
+    int64_t dims[ISO_DIMS_MAX];
+} IsoTensorDesc;
+
+/* The HELLO's configuration snapshot, indexed by RAI_ConfigKey. */
+#define ISO_CONFIG_KEYS 5
+
+const char *Iso_MsgTypeName(uint16_t type);
+
+#endif
