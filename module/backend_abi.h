@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define RAI_ABI_MAJOR 1
-#define RAI_ABI_MINOR 4
+#define RAI_ABI_MINOR 5
 
 #define RAI_BACKEND_ENTRY_SYMBOL "RAI_BackendEntry"
 
@@ -191,6 +191,11 @@ typedef struct RAI_ModelSpec {
     const char *const *inputs;
     size_t noutputs;
     const char *const *outputs;
+    /* --- 1.5: the key the model is stored at ("" when none: LLAPI models
+     * not yet stored), for errors that name it (an isolated backend's
+     * "while creating <key>"). Not NUL-terminated. --- */
+    const char *key;
+    size_t key_len;
 } RAI_ModelSpec;
 
 /* Input and output names a backend found in the model itself (ONNX, Torch).
@@ -219,6 +224,9 @@ typedef struct RAI_ScriptSpec {
     /* Functions that must exist with the entry-point signature; may be 0. */
     size_t nentry_points;
     const char *const *entry_points;
+    /* --- 1.5: the key, as in RAI_ModelSpec --- */
+    const char *key;
+    size_t key_len;
 } RAI_ScriptSpec;
 
 /* One call of a script function. Added in 1.1. */
@@ -245,6 +253,11 @@ typedef struct RAI_ScriptCall {
 typedef struct RAI_RunInfo {
     uint32_t size;
     int worker_index; /* 0 .. THREADS_PER_QUEUE-1 within the device's queue */
+    /* --- 1.5: the key of the model or script run ("" when unknown), for
+     * errors that name it (an isolated backend's "while running <key>").
+     * Read it only when size covers it. Not NUL-terminated. --- */
+    const char *key;
+    size_t key_len;
 } RAI_RunInfo;
 
 /* What a backend gives the core. Static storage in the backend. */

@@ -35,6 +35,8 @@ void Config_Init(const char *module_path) {
         .model_execution_timeout = 5000,
         .backend_memory_limit = 0,
         .backends_confined = 0,
+        .isolate_kinds = 0,
+        .backend_start_timeout = 60000,
     };
 }
 

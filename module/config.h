@@ -20,6 +20,11 @@ typedef struct RAI_Config {
     /* BACKENDS_CONFINED yes: every backend's real path must lie inside
      * BACKENDSPATH's real path. */
     int backends_confined;
+    /* ISOLATE <kind> (repeatable): bit (1u << kind) set for each kind whose
+     * backends run in a backend host process (docs/isolation.md). */
+    unsigned isolate_kinds;
+    /* BACKEND_START_TIMEOUT: ms from a host's spawn to its hello reply. */
+    long long backend_start_timeout;
 } RAI_Config;
 
 extern RAI_Config rai_config;

@@ -1,0 +1,35 @@
+/*
+ * iso_proxy.h - isolated backends as the core sees them (docs/isolation.md,
+ * "The proxy"). An isolated backend is one slot of a fixed table; its
+ * descriptor has the proxy's functions, which forward every create, run and
+ * free to the slot's backend host process. The engine, batching, DAGs,
+ * scripts, stats and persistence call it like any in-process descriptor.
+ */
+#ifndef REDISAI_ISO_PROXY_H
+#define REDISAI_ISO_PROXY_H
+
+#include "backend_abi.h"
+#include "error.h"
+#include "redismodule.h"
+
+#define ISO_MAX_HOSTS 16
+
+/* Module load: records where redisai.so lives (the host is beside it). */
+void Iso_Init(RedisModuleCtx *ctx);
+/* Starts a backend host for the backend file `real` (its real path, which
+ * the loader has already checked as for an in-process load), waits for its
+ * hello reply and returns the slot's proxy descriptor, whose kind,
+ * framework, version and variant are the host's. `name` is the backend's
+ * name (its folder under BACKENDSPATH without "redisai_"), `shown` the path
+ * as the user gave it (for errors). NULL, with the reason in err naming the
+ * file, when no host could be started. Main thread. */
+const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *name,
+                                      const char *real, const char *shown, RAI_Error *err);
+/* Whether d is the descriptor of an isolated backend. */
+int Iso_IsProxy(const RAI_BackendDescriptor *d);
+/* INFO MODULES: the ai_isolation section. */
+void Iso_InfoSection(RedisModuleInfoCtx *ctx);
+/* Redis is shutting down: SHUTDOWN to every host, wait briefly, kill. */
+void Iso_Shutdown(void);
+
+#endif
