@@ -107,7 +107,7 @@ def throughput(port: int, run: tuple, nclients: int, seconds: float) -> float:
 
 
 def host_pid(c: base.Client, kind: str) -> tuple[int, dict]:
-    text = c.call("INFO", "MODULES").decode()
+    text = bytes(c.call("INFO", "MODULES")).decode()
     for line in text.splitlines():
         if f"kind={kind}," in line:
             d = dict(kv.split("=", 1) for kv in line.split(":", 1)[1].split(","))

@@ -121,7 +121,7 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
     if (rai_config.isolate_kinds & (1u << kind)) {
         const char *slash = strrchr(real, '/');
         char name[256];
-        snprintf(name, sizeof(name), "%s", slash ? slash + 1 : real);
+        snprintf(name, sizeof(name), "%.255s", slash ? slash + 1 : real);
         const RAI_BackendDescriptor *pd = Iso_Load(ctx, kind, name, real, full, err);
         if (pd == NULL || !Backend_CheckDescriptor(pd, kind, full, err)) goto fail;
         loaded[kind] = (RAI_LoadedBackend){

@@ -118,6 +118,16 @@ static IsoChan *openChan(IsoSlot *s, uint64_t gen, RAI_Error *err, int *died) {
         goto fail_quiet;
     }
     int ok = m.h.type == ISO_MSG_CHANNEL_OK;
+    if (m.h.type == ISO_MSG_ERROR) {
+        IsoReader r;
+        IsoReader_Init(&r, m.payload, m.payload_len);
+        const char *text = "";
+        size_t len = 0;
+        IsoReader_StrView(&r, &text, &len, ISO_NAME_MAX);
+        Error_SetFmt(err, "%.*s", (int)len, text);
+        IsoMsg_Free(&m);
+        goto fail_quiet;
+    }
     IsoMsg_Free(&m);
     if (!ok) {
         *died = 1;

@@ -37,7 +37,7 @@ void IsoRestart_Schedule(IsoSlot *s) {
 
 static void markStartFailed(IsoSlot *s, const char *why) {
     pthread_mutex_lock(&s->mu);
-    snprintf(s->last_exit, sizeof(s->last_exit), "start failed: %s", why);
+    snprintf(s->last_exit, sizeof(s->last_exit), "start failed: %.200s", why);
     snprintf(s->last_exit_token, sizeof(s->last_exit_token), "start_failed");
     s->dead_generation = s->generation;
     s->generation++;
