@@ -108,5 +108,6 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddSection(ctx, "cpu");
     addCpu(ctx);
 
-    Iso_InfoSection(ctx);
+    /* Not in a crash report: it takes the isolation locks. */
+    if (!for_crash_report) Iso_InfoSection(ctx);
 }
