@@ -289,6 +289,11 @@ class HostProcess:
     def model_free(self, handle: int) -> None:
         send(self.ctl, MODEL_FREE, self.id(), Enc().u64(handle).bytes())
 
+    def sync(self) -> None:
+        """An INFO round trip: the control connection is served in order, so every message
+        sent on it before (a MODEL_FREE, a SCRIPT_FREE: no answer) has been handled."""
+        assert self.request(INFO, Enc().u64(1).bytes()).type == INFO_REPLY
+
     def script_create(self, handle: int, key: str, source: str | bytes,
                       entry_points: Sequence[str] = (), bulk: bool | None = None) -> Msg:
         e = Enc().u64(handle).str(key).str("CPU").u32(0).i64(-1).u32(len(entry_points))

@@ -194,6 +194,7 @@ def test_handles_of_the_other_kind_are_refused(torch_host: iso.HostProcess) -> N
         assert reply.type == iso.ERROR
         assert reply.error_text() == "ERR backend host handle 2 is a script, not a model"
         torch_host.script_free(2)
+        torch_host.sync()  # the free is handled on the control thread, the run on the channel's
         reply, _ = ch.run_script(2, "bar", [a, a], 1)
         assert reply.type == iso.ERROR and reply.error_text() == \
             "ERR the backend host has no such script"
@@ -563,3 +564,120 @@ def test_string_tensor_too_short_for_its_offsets_ends_the_host(onnx_host: iso.Ho
         _exits_with_protocol_error(onnx_host, "cannot hold its offsets")
     finally:
         ch.close()
+
+
+# --- mutated answers ----------------------------------------------------------------------------
+
+def _mutate(rng: np.random.Generator, good: bytes, i: int) -> bytes:
+    payload = bytearray(good)
+    if i % 4 == 0:
+        return bytes(payload[:int(rng.integers(0, len(payload)))])
+    for _ in range(int(rng.integers(1, 3))):
+        at = int(rng.integers(0, len(payload)))
+        payload[at] ^= 1 << int(rng.integers(0, 8))
+    return bytes(payload)
+
+
+def test_mutated_callback_answers_never_crash_the_host(host_path: pathlib.Path,
+                                                       torch_backend: iso.Backend) -> None:
+    """Bit-flipped and truncated CB_REDIS_REPLY trees and CB_MODEL_REPLY messages (seeded):
+    the script run is answered (RUN_OK or ERROR) with the host alive, or the host exits
+    with status 70; never a signal, never a hang."""
+    tree = iso.reply_tree([7, ["8", None], 2.5]).bytes()
+    out = np.arange(6, dtype=np.float32).reshape(2, 3)
+    model_reply = iso.Enc().u32(1).tensor(2, 32, 1, 0, out.nbytes, out.shape).bytes()
+    rng = np.random.default_rng(131313)
+    h: iso.HostProcess | None = None
+    ch: iso.Channel | None = None
+    outcomes = {"answered": 0, "exit": 0}
+    x = np.zeros((2, 3), np.float32)
+    try:
+        for i in range(24):  # most are fatal, and a torch host takes ~0.5 s to start
+            if h is None:
+                h = _start(host_path, torch_backend)
+                _created(h.script_create(1, "c", CALLS_SCRIPT, ("tree",)), iso.SCRIPT_CREATED)
+                _created(h.script_create(2, "r", torch_models.REDIS_SCRIPT, ("model_run",)),
+                         iso.SCRIPT_CREATED)
+                ch = _channel(h)
+            fds: list[int] = []
+            if i % 2:
+                rid = ch.push_script_run(1, "tree", [x], 1, keys=["h"], args=["f"])
+                want, payload = iso.CB_REDIS_CALL, _mutate(rng, tree, i)
+                answer = iso.CB_REDIS_REPLY
+            else:
+                rid = ch.push_script_run(2, "model_run", [x, x], 1, keys=["m"])
+                want, payload = iso.CB_MODEL_EXECUTE, _mutate(rng, model_reply, i)
+                answer = iso.CB_MODEL_REPLY
+                fds = [iso.frozen_memfd(out.tobytes())]
+            m = iso.recv(ch.sock)
+            assert m is not None and m.type == want, (i, m)
+            if want == iso.CB_MODEL_EXECUTE:
+                ch.model_execute(m)
+            try:
+                ch.answer_raw(m, answer, payload, fds)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            m = iso.recv(ch.sock)
+            if m is not None:
+                assert m.type in (iso.RUN_OK, iso.ERROR) and m.id == rid, (i, m)
+                for fd in m.fds:
+                    os.close(fd)
+                outcomes["answered"] += 1
+                continue
+            status = h.wait()
+            assert status == iso.EXIT_PROTOCOL, (i, status, h.stderr())
+            outcomes["exit"] += 1
+            ch.close()
+            h.close()
+            h = ch = None
+    finally:
+        if ch is not None:
+            ch.close()
+        if h is not None:
+            h.close()
+    assert outcomes["answered"] and outcomes["exit"], outcomes  # both paths were exercised
+
+
+def test_mutated_string_layouts_never_crash_the_host(host_path: pathlib.Path,
+                                                     onnx_backend: iso.Backend,
+                                                     strings_model) -> None:
+    """Random offsets and bytes in a STRING input (seeded): RUN_OK with the elements as
+    sent, or exit 70; never a signal."""
+    rng = np.random.default_rng(77)
+    h: iso.HostProcess | None = None
+    ch: iso.Channel | None = None
+    outcomes = {"answered": 0, "exit": 0}
+    try:
+        for i in range(40):
+            if h is None:
+                h = _start(host_path, onnx_backend)
+                _created(h.model_create(1, "strings", strings_model[0]), iso.MODEL_CREATED)
+                ch = _channel(h)
+            body = bytes(rng.choice([0, 97, 98], size=12, p=[0.3, 0.35, 0.35]).astype(np.uint8))
+            offsets = [0] + sorted(int(v) for v in rng.integers(0, 14, size=3))
+            if i % 4 == 0:
+                offsets = [0, 3, 6, 9]
+                body = b"ab\0cd\0ef\0gh\0"  # a valid one now and then
+            payload, raw = _strings_descriptor(offsets, body, [2, 2])
+            ch.c2h[0:len(raw)] = raw
+            iso.send(ch.sock, iso.MODEL_RUN, 100 + i, payload)
+            m = iso.recv(ch.sock)
+            if m is not None:
+                assert m.type == iso.RUN_OK and m.id == 100 + i, (i, m)
+                same = ch._outputs(m)[0]
+                want = [body[o:body.index(b"\0", o)].decode() for o in offsets]
+                assert same.reshape(-1).tolist() == want, (i, offsets, body)
+                outcomes["answered"] += 1
+                continue
+            assert h.wait() == iso.EXIT_PROTOCOL, (i, h.stderr())
+            outcomes["exit"] += 1
+            ch.close()
+            h.close()
+            h = ch = None
+    finally:
+        if ch is not None:
+            ch.close()
+        if h is not None:
+            h.close()
+    assert outcomes["answered"] and outcomes["exit"], outcomes
