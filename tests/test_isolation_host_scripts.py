@@ -23,6 +23,7 @@ import pytest
 import iso_host_client as iso
 import onnx_ml_models
 import torch_models
+from test_fault_backend import fault_backend, fault_so  # noqa: F401 - fixtures
 
 TORCH, ONNX = 2, 3  # RAI_BackendKind
 
@@ -203,6 +204,33 @@ def test_handles_of_the_other_kind_are_refused(torch_host: iso.HostProcess) -> N
     finally:
         ch.close()
     assert torch_host.proc.poll() is None
+
+
+def test_keys_reach_the_backend_and_its_own_threads_are_refused(
+        host_path: pathlib.Path, fault_backend: pathlib.Path) -> None:  # noqa: F811
+    """The fault backend's probe-host model reports the key of MODEL_CREATE and of
+    MODEL_RUN as ABI 1.5 gave them to it, and what redis_call and model_execute answer on a
+    thread of the backend's own: refused, and nothing sent to the core."""
+    folder = fault_backend.parent
+    backend = iso.Backend("ONNX", ONNX, folder.name[len("redisai_"):], fault_backend,
+                          folder.parent)
+    h = _start(host_path, backend)
+    try:
+        _created(h.model_create(1, "probe{key}", b"probe-host\n"), iso.MODEL_CREATED)
+        ch = _channel(h)
+        try:
+            # wait() fails on any callback: the refusals must not reach the core.
+            reply, _ = ch.run(1, [np.zeros(1, np.float32)], 1, key="the-run-key")
+            assert reply.type == iso.ERROR
+            assert reply.error_text() == (
+                "ERR fault backend probe: create key 'probe{key}', run key 'the-run-key', "
+                "from a thread of its own: redis_call 'ERR redis_call is only allowed from a "
+                "run', model_execute 'ERR model_execute is only allowed from a run'")
+        finally:
+            ch.close()
+        assert h.proc.poll() is None
+    finally:
+        h.close()
 
 
 # --- redis.execute: CB_REDIS_CALL -------------------------------------------------------------
