@@ -27,6 +27,7 @@
 #include "backend_manifest.h"
 #include "config.h"
 #include "host_api.h"
+#include "iso_proxy.h"
 
 static RAI_LoadedBackend loaded[RAI_BACKEND_KINDS];
 
@@ -116,6 +117,24 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
     int manifest = 0;
     if (!BackendManifest_Verify(real, full, &manifest, err)) goto fail;
     double checks_seconds = nowSeconds() - start;
+
+    if (rai_config.isolate_kinds & (1u << kind)) {
+        const char *slash = strrchr(real, '/');
+        char name[256];
+        snprintf(name, sizeof(name), "%s", slash ? slash + 1 : real);
+        const RAI_BackendDescriptor *pd = Iso_Load(ctx, kind, name, real, full, err);
+        if (pd == NULL || !Backend_CheckDescriptor(pd, kind, full, err)) goto fail;
+        loaded[kind] = (RAI_LoadedBackend){
+            .desc = pd,
+            .path = full,
+            .real = RedisModule_Strdup(real),
+            .load_seconds = nowSeconds() - start,
+            .loaded_at = (long long)time(NULL),
+            .abi_major = note.abi_major,
+            .abi_minor = note.abi_minor,
+        };
+        return REDISMODULE_OK;
+    }
 
     quietFrameworks();
     handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);

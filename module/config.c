@@ -133,15 +133,31 @@ int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
                 return REDISMODULE_ERR;
             }
             rai_config.backends_confined = !strcasecmp(val, "yes");
+        } else if (!strcasecmp(key, "ISOLATE")) {
+            RAI_BackendKind kind;
+            if (!Backend_ParseKind(val, &kind)) {
+                RedisModule_Log(ctx, "warning", "ERR error processing argument: ISOLATE %s", val);
+                return REDISMODULE_ERR;
+            }
+            rai_config.isolate_kinds |= 1u << kind;
         }
     }
-    for (int i = 0; i < argc; i += 2) {
-        const char *key = RedisModule_StringPtrLen(argv[i], NULL);
-        if (!strcasecmp(key, "BACKENDSPATH") || !strcasecmp(key, "BACKENDS_CONFINED")) continue;
-        if (!applyLoadArg(ctx, argv[i], argv[i + 1])) {
-            RedisModule_Log(ctx, "warning", "ERR error processing argument: %s %s", key,
-                            RedisModule_StringPtrLen(argv[i + 1], NULL));
-            return REDISMODULE_ERR;
+    /* Then the settings, then the backends: an isolated backend's host gets
+     * the settings once, in its hello, so MODEL_EXECUTION_TIMEOUT after
+     * `ONNX <path>` must already be in force when the host starts. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < argc; i += 2) {
+            const char *key = RedisModule_StringPtrLen(argv[i], NULL);
+            RAI_BackendKind kind;
+            if (!strcasecmp(key, "BACKENDSPATH") || !strcasecmp(key, "BACKENDS_CONFINED") ||
+                !strcasecmp(key, "ISOLATE"))
+                continue;
+            if (Backend_ParseKind(key, &kind) != (pass == 1)) continue;
+            if (!applyLoadArg(ctx, argv[i], argv[i + 1])) {
+                RedisModule_Log(ctx, "warning", "ERR error processing argument: %s %s", key,
+                                RedisModule_StringPtrLen(argv[i + 1], NULL));
+                return REDISMODULE_ERR;
+            }
         }
     }
     return REDISMODULE_OK;

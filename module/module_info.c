@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "module_info.h"
+#include "iso_proxy.h"
 
 #include <stdio.h>
 #include <sys/resource.h>
@@ -106,4 +107,6 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
 
     RedisModule_InfoAddSection(ctx, "cpu");
     addCpu(ctx);
+
+    Iso_InfoSection(ctx);
 }

@@ -180,9 +180,18 @@ static void harden(long ppid, int fd) {
 }
 
 /* Step 6: limits before any backend code runs. */
+/* RLIMIT_DATA counts every private writable mapping, touched or not: each
+ * thread stack's 8 MiB, glibc's arenas, the framework's own code data. A
+ * host limited to exactly BACKEND_MEMORY_LIMIT could not start ONNX
+ * Runtime's thread pool under the 32 MB that in-process RedisAI users set
+ * for ORT's allocator; the limit is that much above the setting, and the
+ * ONNX backend's allocator limit still applies inside at the setting. */
+#define HOST_DATA_HEADROOM_MB 512
+
 static void applyLimits(void) {
     long long mb = host.config[RAI_CONFIG_BACKEND_MEMORY_LIMIT];
     if (mb > 0) {
+        mb += HOST_DATA_HEADROOM_MB;
         struct rlimit rl = {.rlim_cur = (rlim_t)mb << 20, .rlim_max = (rlim_t)mb << 20};
         if (setrlimit(RLIMIT_DATA, &rl) != 0)
             say("cannot set RLIMIT_DATA to %lld MB: %s", mb, strerror(errno));
