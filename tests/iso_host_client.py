@@ -42,7 +42,7 @@ SEALS_ARENA = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 SEALS_FROZEN = SEALS_ARENA | fcntl.F_SEAL_WRITE
 
 HOST_ID_BIT = 1 << 63   # ids of the host's own pushes (callbacks)
-REPLY_DEPTH_MAX = 32
+REPLY_DEPTH_MAX = 32    # deepest reply of a CB_REDIS_REPLY tree, the outermost at depth 0
 
 # numpy dtype -> (RAI_DTypeCode, bits); STRING is numpy's "U"/"S"/object, code 7
 _CODES = {"i": 0, "u": 1, "f": 2, "b": 6}

@@ -233,6 +233,13 @@ def test_keys_reach_the_backend_and_its_own_threads_are_refused(
         h.close()
 
 
+def _nested(leaf: object, depth: int) -> object:
+    """leaf at depth `depth` of a reply tree: inside that many one-element arrays."""
+    for _ in range(depth):
+        leaf = [leaf]
+    return leaf
+
+
 # --- redis.execute: CB_REDIS_CALL -------------------------------------------------------------
 
 class Answers:
@@ -321,12 +328,15 @@ def test_redis_execute_errors(torch_host: iso.HostProcess) -> None:
         assert reply.type == iso.ERROR
         assert "Redis command returned an error: ERR NOPERM" in reply.error_text(), reply
 
-        # A 32-level tree is accepted.
-        deep: object = "leaf"
-        for _ in range(iso.REPLY_DEPTH_MAX - 1):
-            deep = [deep]
+        # A leaf at depth 32 (the outermost reply at 0) is accepted: the core sends an ERROR
+        # leaf there in place of anything deeper.
+        deep = _nested("leaf", iso.REPLY_DEPTH_MAX)
         reply, got = ch.run_script(2, "discard", [x], 1, on_callback=Answers(ch, deep))
         assert reply.type == iso.RUN_OK and got[0].tolist() == [0.0], reply
+        too_deep = iso.ErrorReply("ERR reply nested too deep for an isolated backend")
+        reply, _ = ch.run_script(2, "discard", [x], 1,
+                                 on_callback=Answers(ch, _nested(too_deep, iso.REPLY_DEPTH_MAX)))
+        assert reply.type == iso.ERROR and "nested too deep" in reply.error_text(), reply
     finally:
         ch.close()
     assert torch_host.proc.poll() is None
@@ -453,16 +463,11 @@ def test_core_request_with_a_host_id_ends_the_host(torch_host: iso.HostProcess) 
         ch.close()
 
 
-def _deep(levels: int) -> bytes:
-    v: object = "leaf"
-    for _ in range(levels - 1):
-        v = [v]
-    return iso.reply_tree(v).bytes()
-
-
 HOSTILE_TREES = {
-    "depth-33": (_deep(iso.REPLY_DEPTH_MAX + 1), "deeper than 32 levels"),
-    "depth-1M": (struct.pack("<BI", iso.R_ARRAY, 1) * 100000 + b"\0", "deeper than 32 levels"),
+    "depth-33": (iso.reply_tree(_nested("leaf", iso.REPLY_DEPTH_MAX + 1)).bytes(),
+                 "a reply at depth 33, over 32"),
+    "depth-100000": (struct.pack("<BI", iso.R_ARRAY, 1) * 100000 + b"\0",
+                     "a reply at depth 33, over 32"),
     "count-lie": (struct.pack("<BI", iso.R_ARRAY, 1000) + b"\0", "promises more items"),
     "huge-count": (struct.pack("<BI", iso.R_ARRAY, 0xFFFFFFFF) + b"\0" * 8,
                    "promises more items"),

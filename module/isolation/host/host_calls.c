@@ -119,15 +119,16 @@ static RAI_CallReply *errorReply(const char *text) {
     return r;
 }
 
-/* One reply of the tree: u8 type, then nothing (NULL), str (STRING,
- * ERROR), i64 (INTEGER), u64 IEEE-754 bits (DOUBLE), or u32 n + n replies
- * (ARRAY). Every count is checked against the bytes left (a reply takes at
- * least its type byte) and the depth is capped: a hostile tree ends the
- * host, it never exhausts its stack or memory. */
-static void decodeReply(HostChannel *ch, IsoReader *r, RAI_CallReply *out, int level) {
-    if (level > ISO_REPLY_DEPTH_MAX)
-        Host_ProtocolError("channel %llu: CB_REDIS_REPLY nests deeper than %d levels",
-                           (unsigned long long)ch->id, ISO_REPLY_DEPTH_MAX);
+/* One reply of the tree at depth (the outermost at 0): u8 type, then
+ * nothing (NULL), str (STRING, ERROR), i64 (INTEGER), u64 IEEE-754 bits
+ * (DOUBLE), or u32 n + n replies (ARRAY). Every count is checked against
+ * the bytes left (a reply takes at least its type byte) and the depth is
+ * capped: a hostile tree ends the host, it never exhausts its stack or
+ * memory. */
+static void decodeReply(HostChannel *ch, IsoReader *r, RAI_CallReply *out, int depth) {
+    if (depth > ISO_REPLY_DEPTH_MAX)
+        Host_ProtocolError("channel %llu: CB_REDIS_REPLY has a reply at depth %d, over %d",
+                           (unsigned long long)ch->id, depth, ISO_REPLY_DEPTH_MAX);
     uint8_t type = 0;
     IsoReader_U8(r, &type);
     out->type = (RAI_CallReplyType)type;
@@ -160,7 +161,7 @@ static void decodeReply(HostChannel *ch, IsoReader *r, RAI_CallReply *out, int l
             Host_ProtocolError("channel %llu: out of memory decoding a reply of %u elements",
                                (unsigned long long)ch->id, n);
         out->nelems = n;
-        for (uint32_t i = 0; i < n && !r->why; i++) decodeReply(ch, r, &out->elems[i], level + 1);
+        for (uint32_t i = 0; i < n && !r->why; i++) decodeReply(ch, r, &out->elems[i], depth + 1);
         break;
     }
     default:
@@ -202,7 +203,7 @@ RAI_CallReply *HostCall_RedisCall(const char *cmd, const char *const *args, cons
         if (reply == NULL) abort();
         IsoReader r;
         IsoReader_Init(&r, m.payload, m.payload_len);
-        decodeReply(ch, &r, reply, 1);
+        decodeReply(ch, &r, reply, 0);
         if (!IsoReader_Done(&r))
             Host_ProtocolError("channel %llu: CB_REDIS_REPLY: %s", (unsigned long long)ch->id,
                                r.why);
