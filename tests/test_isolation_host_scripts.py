@@ -714,3 +714,38 @@ def test_mutated_string_layouts_never_crash_the_host(host_path: pathlib.Path,
         if h is not None:
             h.close()
     assert outcomes["answered"] and outcomes["exit"], outcomes
+
+
+# --- inputs a backend keeps past its run -------------------------------------------------------
+
+def _keeping_model() -> bytes:
+    """TorchScript: keeps its input as an attribute, changes the kept one in place in the
+    next run and returns it (test_torch_inputs.py's model): torch holds the raw data
+    pointer of the host tensor it was given, as the ABI allows while it holds a
+    reference."""
+    from test_torch_inputs import stateful_model_blob  # noqa: PLC0415
+
+    return stateful_model_blob()
+
+
+@pytest.mark.parametrize("shape", [(3,), (600, 600)], ids=["arena", "large-region"])
+def test_an_input_kept_past_its_run_keeps_its_data(torch_host: iso.HostProcess,
+                                                   shape: tuple[int, ...]) -> None:
+    """The next request reuses the c2h arena and maps other regions: a kept input must
+    still hold its own run's data (in-process RedisAI gives the same)."""
+    _created(torch_host.model_create(1, "keep", _keeping_model()), iso.MODEL_CREATED)
+    first = np.arange(1, 1 + int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    second, third = first * 10, first * 100
+    ch = _channel(torch_host)
+    try:
+        reply, _ = ch.run(1, [first], 1)
+        assert reply.type == iso.RUN_OK, reply.error_text()
+        reply, got = ch.run(1, [second], 1)
+        assert reply.type == iso.RUN_OK, reply.error_text()
+        np.testing.assert_array_equal(got[0], first + 1)  # kept from run 1, not run 2's bytes
+        reply, got = ch.run(1, [third], 1)
+        assert reply.type == iso.RUN_OK, reply.error_text()
+        np.testing.assert_array_equal(got[0], second + 1)
+    finally:
+        ch.close()
+    assert torch_host.proc.poll() is None

@@ -47,8 +47,11 @@ int Host_Load(RAI_Error *err);
 
 /* host_api.c: the RAI_HostApi the backend gets, and host tensors. */
 const RAI_HostApi *Host_Api(void);
+/* A tensor over data the host does not own (a sealed region's mapping):
+ * release(ctx) runs when the last reference goes, so that the data stays
+ * valid as long as anyone, a backend that kept it included, holds it. */
 RAI_Tensor *HostTensor_Borrow(RAI_DType dtype, const int64_t *dims, int ndims, void *data,
-                              size_t nbytes);
+                              size_t nbytes, void (*release)(void *ctx), void *ctx);
 /* A numeric tensor of the host's own holding a copy of the nbytes at src. */
 RAI_Tensor *HostTensor_Copy(RAI_DType dtype, const int64_t *dims, int ndims, const void *src,
                             size_t nbytes);
@@ -62,11 +65,6 @@ int HostTensor_FromWireStrings(const int64_t *dims, int ndims, const void *src, 
  * then its bytes; others: the data and nothing). */
 void HostTensor_WireParts(RAI_Tensor *t, const void **p1, size_t *n1, const void **p2,
                           size_t *n2);
-/* After a run: if the backend still holds t, its borrowed data is copied
- * into memory of its own (the arena is about to be reused); then releases
- * the host's reference. */
-void HostTensor_ReturnBorrowed(RAI_Tensor *t);
-int HostTensor_RefCount(const RAI_Tensor *t);
 /* Bytes of product(dims) elements of dtype; 0 with *ok = 0 when the dtype
  * is not a numeric one or the size overflows. */
 size_t HostTensor_Bytes(RAI_DType dtype, const int64_t *dims, int ndims, int *ok);
@@ -108,13 +106,15 @@ int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, char *why,
 void HostChannel_Serve(HostChannel *ch, IsoMsg *m);
 
 /* host_wire.c: tensors between the wire and host tensors. */
+typedef struct HostMapping HostMapping; /* one sealed region, mapped, refcounted */
 typedef struct HostRegions {
-    void *map[ISO_MAX_FDS];
-    size_t len[ISO_MAX_FDS];
+    HostMapping *map[ISO_MAX_FDS]; /* the message's references, dropped by HostWire_Unmap */
 } HostRegions;
 /* The tensor of descriptor d of message m (what names it in a protocol
- * error: "input 2"). borrow: numeric data stays in the arena or region
- * (run inputs); else it is copied (callback replies). STRING is always
+ * error: "input 2"). borrow (run inputs): numeric data in a sealed region
+ * stays there, the tensor holding a reference on the mapping; else, and
+ * always from the arena (reused by the next request while a backend may
+ * keep the tensor and its data pointer), it is copied. STRING is always
  * copied and checked. A descriptor that does not fit its region or dtype
  * ends the host (protocol error). NULL: out of memory. */
 RAI_Tensor *HostWire_TensorIn(HostChannel *ch, IsoMsg *m, HostRegions *regions,

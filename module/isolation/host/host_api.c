@@ -27,7 +27,6 @@ struct RAI_Tensor {
     void (*deleter)(void *ctx); /* adopted data */
     void *deleter_ctx;
     int owns;          /* data is malloc'd by the host */
-    int borrowed;      /* data lies in an arena or a mapped region of a request */
     uint64_t *offsets; /* STRING: element i at data + offsets[i] */
     void *block;       /* STRING from the wire: one malloc'd block, offsets then bytes */
 };
@@ -239,12 +238,13 @@ void HostTensor_WireParts(RAI_Tensor *t, const void **p1, size_t *n1, const void
 }
 
 RAI_Tensor *HostTensor_Borrow(RAI_DType dtype, const int64_t *dims, int ndims, void *data,
-                              size_t nbytes) {
+                              size_t nbytes, void (*release)(void *ctx), void *ctx) {
     RAI_Tensor *t = newTensor(dtype, dims, ndims);
     if (t == NULL) return NULL;
     t->data = data;
     t->nbytes = nbytes;
-    t->borrowed = 1;
+    t->deleter = release;
+    t->deleter_ctx = ctx;
     return t;
 }
 
@@ -260,26 +260,6 @@ static void tensorRelease(RAI_Tensor *t) {
     free(t->offsets);
     free(t->block);
     free(t);
-}
-
-int HostTensor_RefCount(const RAI_Tensor *t) {
-    return __atomic_load_n(&t->refcount, __ATOMIC_ACQUIRE);
-}
-
-void HostTensor_ReturnBorrowed(RAI_Tensor *t) {
-    if (t->borrowed && HostTensor_RefCount(t) > 1) {
-        /* The backend kept a reference past the run: give it data of its
-         * own before the arena is reused. Out of memory leaves the pointer
-         * (the backend was wrong in-process too), never a dangling free. */
-        void *copy = malloc(t->nbytes ? t->nbytes : 1);
-        if (copy) {
-            memcpy(copy, t->data, t->nbytes);
-            t->data = copy;
-            t->owns = 1;
-            t->borrowed = 0;
-        }
-    }
-    tensorRelease(t);
 }
 
 static RAI_DType tensorDtype(const RAI_Tensor *t) { return t->dtype; }

@@ -242,7 +242,7 @@ static int takeOutputs(HostChannel *ch, IsoMsg *m, RAI_Tensor **outputs, size_t 
     for (uint32_t i = 0; i < n; i++) IsoReader_Tensor(&r, &descs[i]);
     if (!IsoReader_Done(&r))
         Host_ProtocolError("channel %llu: CB_MODEL_REPLY: %s", (unsigned long long)ch->id, r.why);
-    HostRegions regions = {.map = {0}};
+    HostRegions regions = {.map = {NULL}};
     int rc = 0;
     for (uint32_t i = 0; i < n && rc == 0; i++) {
         outputs[i] = HostWire_TensorIn(ch, m, &regions, &descs[i], 0, "model_execute output", i);

@@ -1,9 +1,9 @@
 /*
  * host_channel.c - one thread per data channel (docs/isolation.md, "The
  * protocol" and "Tensors in shared memory"). A channel carries the runs of
- * one core thread: read a MODEL_RUN or SCRIPT_RUN, wrap its inputs as
- * borrowed tensors on the core-to-host arena or a sealed large region
- * (host_wire.c), run, place the outputs for the core, answer RUN_OK or
+ * one core thread: read a MODEL_RUN or SCRIPT_RUN, make its inputs host
+ * tensors (copied from the core-to-host arena, used in place in a sealed
+ * large region: host_wire.c), run, place the outputs for the core, answer RUN_OK or
  * ERROR. While the backend runs, its calls back into Redis go over the same
  * channel and may bring nested runs, served on this thread (host_calls.c).
  *
@@ -167,7 +167,7 @@ void HostChannel_Serve(HostChannel *ch, IsoMsg *m) {
     decodeRequest(m, &q);
     RAI_Tensor **inputs = calloc(q.nin ? q.nin : 1, sizeof(*inputs));
     RAI_Tensor **outputs = calloc(q.nout ? q.nout : 1, sizeof(*outputs));
-    HostRegions regions = {.map = {0}};
+    HostRegions regions = {.map = {NULL}};
     RAI_Error err;
     Error_Init(&err);
     int rc = inputs && outputs ? 0 : -1;
@@ -201,7 +201,7 @@ void HostChannel_Serve(HostChannel *ch, IsoMsg *m) {
         if (outputs[i]) Host_Api()->tensor_release(outputs[i]);
     }
     for (uint32_t i = 0; inputs && i < q.nin; i++) {
-        if (inputs[i]) HostTensor_ReturnBorrowed(inputs[i]);
+        if (inputs[i]) Host_Api()->tensor_release(inputs[i]);
     }
     HostWire_Unmap(&regions);
     free(inputs);

@@ -3,10 +3,13 @@
  * "Tensors in shared memory"), for runs and callbacks alike.
  *
  * From the core: region 0 is the channel's core-to-host arena, k >= 1 the
- * message's fds[k-1], a sealed large region. Numeric run inputs stay
- * borrowed where they lie for the run; a callback's reply tensors are
- * copied (they must outlive the reply); STRING tensors are always copied,
- * then checked. To the core: the host-to-core arena from offset 0 for each
+ * message's fds[k-1], a sealed large region. A numeric run input in a
+ * sealed region is used where it lies, without a copy: the mapping lives
+ * as long as any tensor on it (a backend may keep an input and its data
+ * pointer past the run: Torch does, for a module attribute). One in the
+ * arena is copied, as the next request reuses the arena; a callback's reply
+ * tensors are copied (they outlive the reply); STRING tensors are always
+ * copied, then checked. To the core: the host-to-core arena from offset 0 for each
  * message (the core copies arena tensors out as soon as a message arrives,
  * before it sends anything), else one sealed region per message.
  */
@@ -19,6 +22,19 @@
 
 #include "host.h"
 #include "iso_shm.h"
+
+struct HostMapping {
+    int refs; /* atomic: tensors on any thread release theirs */
+    void *map;
+    size_t len;
+};
+
+static void mappingRelease(void *ctx) {
+    HostMapping *hm = ctx;
+    if (__atomic_sub_fetch(&hm->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    IsoShm_Unmap(hm->map, hm->len);
+    free(hm);
+}
 
 static size_t alignUp(size_t n) {
     return (n + ISO_TENSOR_ALIGN - 1) & ~(size_t)(ISO_TENSOR_ALIGN - 1);
@@ -56,13 +72,17 @@ RAI_Tensor *HostWire_TensorIn(HostChannel *ch, IsoMsg *m, HostRegions *regions,
             if (!IsoShm_Check(m->fds[k], F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW, 0, 0, &size,
                               why, sizeof(why)))
                 Host_ProtocolError("%s %u: large region: %s", what, i, why);
-            regions->map[k] = IsoShm_Map(m->fds[k], size, 0);
-            if (regions->map[k] == NULL)
+            HostMapping *hm = calloc(1, sizeof(*hm));
+            if (hm == NULL) return NULL;
+            hm->map = IsoShm_Map(m->fds[k], size, 0);
+            if (hm->map == NULL)
                 Host_ProtocolError("%s %u: cannot map its region: %s", what, i, strerror(errno));
-            regions->len[k] = size;
+            hm->len = size;
+            hm->refs = 1; /* the message's, dropped by HostWire_Unmap */
+            regions->map[k] = hm;
         }
-        base = regions->map[k];
-        len = regions->len[k];
+        base = regions->map[k]->map;
+        len = regions->map[k]->len;
     }
     if (d->offset > len || d->nbytes > len - d->offset)
         Host_ProtocolError("%s %u: bytes [%llu, +%llu) outside its region of %zu", what, i,
@@ -76,15 +96,19 @@ RAI_Tensor *HostWire_TensorIn(HostChannel *ch, IsoMsg *m, HostRegions *regions,
             Host_ProtocolError("%s %u: %s", what, i, why);
         return t;
     }
-    if (borrow) return HostTensor_Borrow(dt, d->dims, (int)d->ndims, (void *)src, d->nbytes);
-    return HostTensor_Copy(dt, d->dims, (int)d->ndims, src, d->nbytes);
+    if (!borrow || d->region == 0) return HostTensor_Copy(dt, d->dims, (int)d->ndims, src, d->nbytes);
+    HostMapping *hm = regions->map[d->region - 1];
+    __atomic_add_fetch(&hm->refs, 1, __ATOMIC_RELAXED);
+    RAI_Tensor *t = HostTensor_Borrow(dt, d->dims, (int)d->ndims, (void *)src, d->nbytes,
+                                      mappingRelease, hm);
+    if (t == NULL) mappingRelease(hm);
+    return t;
 }
 
 void HostWire_Unmap(HostRegions *regions) {
     for (int k = 0; k < ISO_MAX_FDS; k++) {
-        IsoShm_Unmap(regions->map[k], regions->len[k]);
+        if (regions->map[k]) mappingRelease(regions->map[k]);
         regions->map[k] = NULL;
-        regions->len[k] = 0;
     }
 }
 
