@@ -1,8 +1,9 @@
 """A Python client of redisai-backend-host, speaking the protocol of
 module/isolation/iso_protocol.h (docs/isolation.md, "The protocol") over a
 SOCK_SEQPACKET socketpair, with tensors in memfd arenas. For tests and bench
-scripts that drive a host without Redis: the core's own proxy is the next
-step of issue 13.
+scripts that drive a host without Redis, playing the core: runs of models
+and scripts, the callbacks the host pushes (CB_REDIS_CALL, CB_MODEL_EXECUTE)
+answered by the test, nested runs, STRING tensors.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import socket
 import struct
 import subprocess
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -28,7 +29,9 @@ ALIGN = 64
 EXIT_PROTOCOL = 70
 
 HELLO, HELLO_OK, MODEL_CREATE, MODEL_CREATED, MODEL_FREE = 1, 2, 3, 4, 5
-OPEN_CHANNEL, CHANNEL_OK, MODEL_RUN, RUN_OK = 9, 10, 11, 13
+SCRIPT_CREATE, SCRIPT_CREATED, SCRIPT_FREE = 6, 7, 8
+OPEN_CHANNEL, CHANNEL_OK, MODEL_RUN, SCRIPT_RUN, RUN_OK = 9, 10, 11, 12, 13
+CB_REDIS_CALL, CB_REDIS_REPLY, CB_MODEL_EXECUTE, CB_MODEL_REPLY = 14, 15, 16, 17
 INFO, INFO_REPLY, LOG, DYING, EXITING, SHUTDOWN, ERROR = 18, 19, 20, 21, 22, 23, 24
 F_BULK = 1
 
@@ -38,12 +41,53 @@ assert HEADER.size == 32
 SEALS_ARENA = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 SEALS_FROZEN = SEALS_ARENA | fcntl.F_SEAL_WRITE
 
-# numpy dtype -> (RAI_DTypeCode, bits)
+HOST_ID_BIT = 1 << 63   # ids of the host's own pushes (callbacks)
+REPLY_DEPTH_MAX = 32    # deepest reply of a CB_REDIS_REPLY tree, the outermost at depth 0
+
+# numpy dtype -> (RAI_DTypeCode, bits); STRING is numpy's "U"/"S"/object, code 7
 _CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
+STRING = 7
+
+# RAI_CallReplyType
+R_NULL, R_STRING, R_INTEGER, R_ARRAY, R_ERROR, R_DOUBLE = 0, 1, 2, 3, 4, 5
 
 
 def dtype_code(dt: np.dtype) -> tuple[int, int]:
+    if dt.kind in "USO":
+        return STRING, 8
     return _CODES[dt.kind], dt.itemsize * 8
+
+
+def tensor_bytes(a: np.ndarray) -> bytes:
+    """A tensor's bytes on the wire: the data, or for STRING [n u64 offsets][bytes], each
+    element NUL-terminated, offsets relative to the bytes."""
+    if a.dtype.kind not in "USO":
+        return np.ascontiguousarray(a).tobytes()
+    elems = [e.encode() if isinstance(e, str) else bytes(e) for e in a.reshape(-1).tolist()]
+    offsets, at = [], 0
+    for e in elems:
+        offsets.append(at)
+        at += len(e) + 1
+    return struct.pack(f"<{len(elems)}Q", *offsets) + b"".join(e + b"\0" for e in elems)
+
+
+def strings_from(raw: bytes, dims: Sequence[int]) -> np.ndarray:
+    n = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    offsets = struct.unpack_from(f"<{n}Q", raw, 0)
+    body = raw[8 * n:]
+    out = []
+    for i, at in enumerate(offsets):
+        end = offsets[i + 1] if i + 1 < n else len(body)
+        piece = body[at:end]
+        assert piece.index(b"\0") == len(piece) - 1, (i, piece)
+        out.append(piece[:-1].decode())
+    return np.array(out, dtype=object).reshape(dims)
+
+
+def array_from(code: int, bits: int, raw: bytes, dims: Sequence[int]) -> np.ndarray:
+    if code == STRING:
+        return strings_from(raw, dims)
+    return np.frombuffer(raw, numpy_dtype(code, bits)).reshape(dims).copy()
 
 
 def numpy_dtype(code: int, bits: int) -> np.dtype:
@@ -70,6 +114,9 @@ class Enc:
     def str(self, s: str | bytes) -> "Enc":
         b = s.encode() if isinstance(s, str) else s
         self.u32(len(b)); self.parts.append(b); return self
+
+    def raw(self, b: bytes) -> "Enc":
+        self.parts.append(b); return self
 
     def tensor(self, code: int, bits: int, region: int, offset: int, nbytes: int,
                dims: Sequence[int]) -> "Enc":
@@ -98,10 +145,13 @@ class Dec:
     def i64(self) -> int: return self._take("<q")[0]
 
     def str(self) -> str:
+        return self.bytes_().decode()
+
+    def bytes_(self) -> bytes:
         n = self.u32()
         s = self.data[self.pos:self.pos + n]
         self.pos += n
-        return s.decode()
+        return s
 
     def tensor(self) -> tuple[int, int, int, int, int, list[int]]:
         code, bits, region, _pad, ndims, offset, nbytes = self._take("<BBBBIQQ")
@@ -239,6 +289,22 @@ class HostProcess:
     def model_free(self, handle: int) -> None:
         send(self.ctl, MODEL_FREE, self.id(), Enc().u64(handle).bytes())
 
+    def sync(self) -> None:
+        """An INFO round trip: the control connection is served in order, so every message
+        sent on it before (a MODEL_FREE, a SCRIPT_FREE: no answer) has been handled."""
+        assert self.request(INFO, Enc().u64(1).bytes()).type == INFO_REPLY
+
+    def script_create(self, handle: int, key: str, source: str | bytes,
+                      entry_points: Sequence[str] = (), bulk: bool | None = None) -> Msg:
+        e = Enc().u64(handle).str(key).str("CPU").u32(0).i64(-1).u32(len(entry_points))
+        for n in entry_points:
+            e.str(n)
+        e.str(source)
+        return self.request(SCRIPT_CREATE, e.bytes(), bulk=bulk)
+
+    def script_free(self, handle: int) -> None:
+        send(self.ctl, SCRIPT_FREE, self.id(), Enc().u64(handle).bytes())
+
     def open_channel(self, channel_id: int = 1) -> "Channel":
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         c2h, h2c = arena_memfd(name="test-c2h"), arena_memfd(name="test-h2c")
@@ -267,6 +333,42 @@ class HostProcess:
             self.proc.stderr.close()
 
 
+class ErrorReply(str):
+    """An ERROR element of a CB_REDIS_REPLY tree (a plain str is a STRING)."""
+
+
+def reply_tree(value: object, e: Enc | None = None) -> Enc:
+    """CB_REDIS_REPLY: u8 type, then NULL: nothing; STRING, ERROR: str; INTEGER: i64;
+    DOUBLE: u64 IEEE-754 bits; ARRAY: u32 n + n replies."""
+    e = e if e is not None else Enc()
+    if value is None:
+        e.u8(R_NULL)
+    elif isinstance(value, ErrorReply):
+        e.u8(R_ERROR).str(str(value))
+    elif isinstance(value, (str, bytes)):
+        e.u8(R_STRING).str(value)
+    elif isinstance(value, bool) or isinstance(value, int):
+        e.u8(R_INTEGER).i64(int(value))
+    elif isinstance(value, float):
+        e.u8(R_DOUBLE).u64(struct.unpack("<Q", struct.pack("<d", value))[0])
+    elif isinstance(value, (list, tuple)):
+        e.u8(R_ARRAY).u32(len(value))
+        for v in value:
+            reply_tree(v, e)
+    else:
+        raise TypeError(f"no reply type for {value!r}")
+    return e
+
+
+@dataclass
+class ModelExecute:
+    """A CB_MODEL_EXECUTE the host pushed, its tensors already copied out of shared memory."""
+    msg: Msg
+    key: str
+    inputs: list[np.ndarray]
+    noutputs: int
+
+
 class Channel:
     def __init__(self, sock: socket.socket, c2h: int, h2c: int) -> None:
         self.sock = sock
@@ -275,17 +377,17 @@ class Channel:
         self.h2c = mmap.mmap(h2c, ARENA_SIZE, mmap.MAP_SHARED, mmap.PROT_READ)
         self.next_id = 1000
 
-    def run(self, handle: int, arrays: Sequence[np.ndarray], noutputs: int,
-            key: str = "k") -> tuple[Msg, list[np.ndarray]]:
-        """MODEL_RUN: inputs up to ARENA_TENSOR_MAX in the arena, larger ones in one
-        frozen region; returns the reply and the outputs it carries."""
-        e = Enc().u64(handle).u32(0).str(key).u32(len(arrays))
+    # --- pushes of the core -------------------------------------------------------------
+
+    def _tensors(self, e: Enc, arrays: Sequence[np.ndarray], arena: bool) -> list[int]:
+        """Descriptors into e; data up to ARENA_TENSOR_MAX in the c2h arena (when arena),
+        the rest in one frozen region (region 1). Returns the fds to send."""
+        e.u32(len(arrays))
         arena_at, large = 0, bytearray()
         for a in arrays:
-            a = np.ascontiguousarray(a)
             code, bits = dtype_code(a.dtype)
-            raw = a.tobytes()
-            if len(raw) <= ARENA_TENSOR_MAX:
+            raw = tensor_bytes(a)
+            if arena and len(raw) <= ARENA_TENSOR_MAX:
                 self.c2h[arena_at:arena_at + len(raw)] = raw
                 e.tensor(code, bits, 0, arena_at, len(raw), a.shape)
                 arena_at = -(-(arena_at + len(raw)) // ALIGN) * ALIGN
@@ -293,35 +395,135 @@ class Channel:
                 at = -(-len(large) // ALIGN) * ALIGN
                 large += bytes(at - len(large)) + raw
                 e.tensor(code, bits, 1, at, len(raw), a.shape)
-        e.u32(noutputs)
-        fds = [frozen_memfd(bytes(large), "test-large")] if large else []
-        self.next_id += 1
+        return [frozen_memfd(bytes(large), "test-large")] if large else []
+
+    def _push(self, type_: int, e: Enc, fds: list[int], rid: int | None) -> int:
+        if rid is None:
+            self.next_id += 1
+            rid = self.next_id
         try:
-            send(self.sock, MODEL_RUN, self.next_id, e.bytes(), fds)
+            send(self.sock, type_, rid, e.bytes(), fds)
         finally:
             for fd in fds:
                 os.close(fd)
-        m = recv(self.sock)
-        assert m is not None, "host closed the channel"
-        assert m.id == self.next_id
-        return m, (self._outputs(m) if m.type == RUN_OK else [])
+        return rid
 
-    def _outputs(self, m: Msg) -> list[np.ndarray]:
-        d = Dec(m.payload)
+    def push_model_run(self, handle: int, arrays: Sequence[np.ndarray], noutputs: int,
+                       key: str = "k", arena: bool = True, rid: int | None = None) -> int:
+        e = Enc().u64(handle).u32(0).str(key)
+        fds = self._tensors(e, arrays, arena)
+        e.u32(noutputs)
+        return self._push(MODEL_RUN, e, fds, rid)
+
+    def push_script_run(self, handle: int, function: str, arrays: Sequence[np.ndarray],
+                        noutputs: int, keys: Sequence[str] = (), args: Sequence[str] = (),
+                        entry_point: bool = True, key: str = "s", arena: bool = True) -> int:
+        e = Enc().u64(handle).u32(0).str(key).str(function).u8(int(entry_point))
+        fds = self._tensors(e, arrays, arena)
+        e.u32(len(keys))
+        for k in keys:
+            e.str(k)
+        e.u32(len(args))
+        for a in args:
+            e.str(a)
+        e.u32(noutputs)
+        return self._push(SCRIPT_RUN, e, fds, rid=None)
+
+    def wait(self, rid: int, on_callback: Callable[[Msg], None] | None = None
+             ) -> tuple[Msg, list[np.ndarray]]:
+        """The answer to push rid; callbacks the host pushes meanwhile go to on_callback."""
+        while True:
+            m = recv(self.sock)
+            assert m is not None, "host closed the channel"
+            if m.type in (CB_REDIS_CALL, CB_MODEL_EXECUTE):
+                assert m.id & HOST_ID_BIT, hex(m.id)
+                assert on_callback is not None, f"unexpected callback {m.type}"
+                on_callback(m)
+                continue
+            assert m.id == rid, (m.type, m.id, rid)
+            return m, (self._outputs(m) if m.type == RUN_OK else [])
+
+    def run(self, handle: int, arrays: Sequence[np.ndarray], noutputs: int,
+            key: str = "k") -> tuple[Msg, list[np.ndarray]]:
+        """MODEL_RUN: inputs up to ARENA_TENSOR_MAX in the arena, larger ones in one
+        frozen region; returns the reply and the outputs it carries."""
+        return self.wait(self.push_model_run(handle, arrays, noutputs, key))
+
+    def run_script(self, handle: int, function: str, arrays: Sequence[np.ndarray],
+                   noutputs: int, keys: Sequence[str] = (), args: Sequence[str] = (),
+                   entry_point: bool = True,
+                   on_callback: Callable[[Msg], None] | None = None
+                   ) -> tuple[Msg, list[np.ndarray]]:
+        rid = self.push_script_run(handle, function, arrays, noutputs, keys, args, entry_point)
+        return self.wait(rid, on_callback)
+
+    # --- tensors from the host ------------------------------------------------------------
+
+    def _read_tensors(self, d: Dec, fds: Sequence[int]) -> list[np.ndarray]:
         outs = []
         for _ in range(d.u32()):
             code, bits, region, offset, nbytes, dims = d.tensor()
+            assert offset % ALIGN == 0
             if region == 0:
                 raw = self.h2c[offset:offset + nbytes]
             else:
-                fd = m.fds[region - 1]
+                fd = fds[region - 1]
                 assert fcntl.fcntl(fd, fcntl.F_GET_SEALS) & SEALS_FROZEN == SEALS_FROZEN
                 raw = os.pread(fd, nbytes, offset)
-            outs.append(np.frombuffer(raw, numpy_dtype(code, bits)).reshape(dims).copy())
+            outs.append(array_from(code, bits, raw, dims))
+        return outs
+
+    def _outputs(self, m: Msg) -> list[np.ndarray]:
+        d = Dec(m.payload)
+        outs = self._read_tensors(d, m.fds)
         assert d.done()
         for fd in m.fds:
             os.close(fd)
         return outs
+
+    # --- callbacks: what the host asked, and the core's answers -----------------------------
+
+    @staticmethod
+    def redis_call(m: Msg) -> tuple[str, list[bytes]]:
+        assert m.type == CB_REDIS_CALL, m
+        d = Dec(m.payload)
+        cmd = d.str()
+        args = [d.bytes_() for _ in range(d.u32())]
+        assert d.done()
+        return cmd, args
+
+    def model_execute(self, m: Msg) -> ModelExecute:
+        """Decodes a CB_MODEL_EXECUTE, copying its tensors out at once (as the core must:
+        the h2c arena is reused by the host's next message)."""
+        assert m.type == CB_MODEL_EXECUTE, m
+        d = Dec(m.payload)
+        key = d.str()
+        inputs = self._read_tensors(d, m.fds)
+        noutputs = d.u32()
+        assert d.done()
+        for fd in m.fds:
+            os.close(fd)
+        return ModelExecute(m, key, inputs, noutputs)
+
+    def answer_redis(self, m: Msg, value: object, id_: int | None = None) -> None:
+        send(self.sock, CB_REDIS_REPLY, m.id if id_ is None else id_, reply_tree(value).bytes())
+
+    def answer_raw(self, m: Msg, type_: int, payload: bytes, fds: Sequence[int] = ()) -> None:
+        send(self.sock, type_, m.id, payload, fds)
+
+    def answer_model(self, m: Msg, arrays: Sequence[np.ndarray]) -> None:
+        """CB_MODEL_REPLY with the outputs in a frozen region (the c2h arena still holds
+        the inputs of the run below)."""
+        e = Enc()
+        fds = self._tensors(e, arrays, arena=False)
+        try:
+            send(self.sock, CB_MODEL_REPLY, m.id, e.bytes(), fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def answer_error(self, m: Msg, text: str) -> None:
+        send(self.sock, ERROR, m.id, Enc().str(text).bytes())
 
     def close(self) -> None:
         self.c2h.close()

@@ -137,6 +137,7 @@ def test_backend_errors_come_back_and_the_host_stays(host: iso.HostProcess) -> N
         reply, got = ch.run(2, [a, a], 1)
         assert reply.type == iso.RUN_OK and (got[0] == 2).all()
         host.model_free(2)
+        host.sync()  # the free is handled on the control thread, the run on the channel's
         reply, _ = ch.run(2, [a, a], 1)
         assert reply.type == iso.ERROR and "no such model" in reply.error_text()
         assert host.proc.poll() is None

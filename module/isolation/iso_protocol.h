@@ -25,6 +25,9 @@
 #define ISO_DIMS_MAX 64
 #define ISO_TENSORS_MAX 4096
 #define ISO_NAMES_MAX 4096
+/* Deepest reply of a CB_REDIS_REPLY tree, the outermost at depth 0: the
+ * core sends an ERROR leaf in place of anything deeper. */
+#define ISO_REPLY_DEPTH_MAX 32
 
 /* Shared memory (iso_shm.h). */
 #define ISO_ARENA_SIZE (8u << 20)         /* per channel and direction */

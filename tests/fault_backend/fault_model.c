@@ -4,7 +4,7 @@
  * A model's blob is a small text spec, one directive per line:
  *
  *     identity            first line: what create does (identity,
- *                         crash-on-create, hang-on-create)
+ *                         crash-on-create, hang-on-create, probe-host)
  *     inputs 2            inputs of the model (default 1, at most 16)
  *     outputs 2           outputs (default: as many as inputs, at most inputs)
  *     error <text>        the error text of magic 7 (default below)
@@ -13,8 +13,15 @@
  * type) and does what that magic value says (fault_backend.h); any other
  * value, or an empty or STRING first input, is the identity: output i is a
  * copy of input i.
+ *
+ * A probe-host model (inside the isolation host only) reports what the host
+ * gave it instead of running: every run fails with one text naming the key
+ * its spec and its run info carried (ABI 1.5) and what redis_call and
+ * model_execute answer when called from a thread of the backend's own,
+ * which serves no request.
  */
 #define _GNU_SOURCE /* strndup */
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +39,8 @@ typedef struct FaultModel {
     size_t ninputs;
     size_t noutputs;
     char *error_text; /* host allocator */
+    int probe;        /* probe-host */
+    char *key;        /* probe-host: the spec's key, host allocator */
 } FaultModel;
 
 /* ---------------------------------------------------------------------- */
@@ -201,6 +210,15 @@ static int parse_spec(FaultModel *m, char *text, char **create, RAI_Error *err) 
     return 0;
 }
 
+static char *strndup_host(const char *s, size_t n) {
+    char *c = fault.host->alloc(n + 1);
+    if (c) {
+        memcpy(c, s, n);
+        c[n] = '\0';
+    }
+    return c;
+}
+
 static char **make_names(const char *prefix, size_t n) {
     char **names = fault.host->calloc(n, sizeof(*names));
     if (!names) {
@@ -230,6 +248,7 @@ void fault_model_free(void *model) {
         return;
     }
     fault.host->free(m->error_text);
+    fault.host->free(m->key);
     fault.host->free(m);
 }
 
@@ -238,6 +257,15 @@ static int fault_on_create(const char *create, RAI_Error *err) {
     int hang = strcmp(create, "hang-on-create") == 0;
     if (strcmp(create, "identity") == 0) {
         return 0;
+    }
+    if (strcmp(create, "probe-host") == 0) {
+        if (fault.mode == FAULT_MODE_HOST) {
+            return 0;
+        }
+        /* A callback from a thread of its own would reach Redis unguarded. */
+        fault.host->error_set(err, "ERR fault backend: 'probe-host' runs only inside the "
+                                   "isolation host");
+        return -1;
     }
     if (!crash && !hang) {
         fault.host->error_set(err,
@@ -281,6 +309,12 @@ void *fault_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_E
     if (!m->error_text) {
         m->error_text = host->strdup(FAULT_DEFAULT_ERROR);
     }
+    m->probe = strcmp(create, "probe-host") == 0;
+    if (m->probe) {
+        int has_key = spec->size >= offsetof(RAI_ModelSpec, key_len) + sizeof(size_t);
+        m->key = strndup_host(has_key && spec->key ? spec->key : "",
+                              has_key && spec->key ? spec->key_len : 0);
+    }
     names->inputs = make_names("input", m->ninputs);
     names->outputs = make_names("output", m->noutputs);
     if (!m->error_text || !names->inputs || !names->outputs) {
@@ -306,6 +340,51 @@ fail:
     free(text);
     fault_model_free(m);
     return NULL;
+}
+
+/* ---------------------------------------------------------------------- */
+/* probe-host */
+
+typedef struct ProbeCall {
+    RAI_Tensor *input;
+    RAI_Error *err;
+    char reply[160];
+} ProbeCall;
+
+static void *probe_thread(void *arg) {
+    ProbeCall *p = arg;
+    const RAI_HostApi *host = fault.host;
+    RAI_CallReply *r = host->redis_call("PING", NULL, NULL, 0);
+    snprintf(p->reply, sizeof(p->reply), "%.*s", r && r->str ? (int)r->len : 0,
+             r && r->str ? r->str : "");
+    host->call_reply_free(r);
+    RAI_Tensor *out = NULL;
+    if (host->model_execute("m", 1, &p->input, 1, &out, 1, p->err) == 0 && out) {
+        host->tensor_release(out);
+    }
+    return NULL;
+}
+
+static int fault_probe(const FaultModel *m, const RAI_RunInfo *info, RAI_Tensor *input,
+                       RAI_Error *err) {
+    const RAI_HostApi *host = fault.host;
+    ProbeCall p = {.input = input, .err = err};
+    pthread_t tid;
+    if (pthread_create(&tid, NULL, probe_thread, &p) != 0) {
+        host->error_set(err, "ERR fault backend: cannot start a thread");
+        return -1;
+    }
+    pthread_join(tid, NULL);
+    char *executed = host->error_take(err); /* what model_execute recorded, if anything */
+    int has_key = info->size >= offsetof(RAI_RunInfo, key_len) + sizeof(size_t);
+    host->error_set(err,
+                    "ERR fault backend probe: create key '%s', run key '%.*s', from a thread of "
+                    "its own: redis_call '%s', model_execute '%s'",
+                    m->key ? m->key : "", has_key && info->key ? (int)info->key_len : 0,
+                    has_key && info->key ? info->key : "", p.reply,
+                    executed ? executed : "(no error)");
+    host->free(executed);
+    return -1;
 }
 
 /* The magic value of a run: the first element of the first input, or 0
@@ -376,7 +455,6 @@ int fault_model_run(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inp
                     size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
     const RAI_HostApi *host = fault.host;
     FaultModel *m = model;
-    (void)info;
     if (ninputs != m->ninputs) {
         host->error_set(err, "Number of keys given as INPUTS here does not match model definition");
         return -1;
@@ -385,6 +463,9 @@ int fault_model_run(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inp
         host->error_set(err,
                         "Number of keys given as OUTPUTS here does not match model definition");
         return -1;
+    }
+    if (m->probe) {
+        return fault_probe(m, info, inputs[0], err);
     }
     int magic = read_magic(inputs[0]);
     if (magic == FAULT_ERROR) {

@@ -47,26 +47,118 @@ int Host_Load(RAI_Error *err);
 
 /* host_api.c: the RAI_HostApi the backend gets, and host tensors. */
 const RAI_HostApi *Host_Api(void);
+/* A tensor over data the host does not own (a sealed region's mapping):
+ * release(ctx) runs when the last reference goes, so that the data stays
+ * valid as long as anyone, a backend that kept it included, holds it. */
 RAI_Tensor *HostTensor_Borrow(RAI_DType dtype, const int64_t *dims, int ndims, void *data,
-                              size_t nbytes);
-/* After a run: if the backend still holds t, its borrowed data is copied
- * into memory of its own (the arena is about to be reused); then releases
- * the host's reference. */
-void HostTensor_ReturnBorrowed(RAI_Tensor *t);
-int HostTensor_RefCount(const RAI_Tensor *t);
+                              size_t nbytes, void (*release)(void *ctx), void *ctx);
+/* A numeric tensor of the host's own holding a copy of the nbytes at src. */
+RAI_Tensor *HostTensor_Copy(RAI_DType dtype, const int64_t *dims, int ndims, const void *src,
+                            size_t nbytes);
+/* A STRING tensor from the wire layout (n = product(dims) u64 offsets, then
+ * the NUL-terminated bytes): copied first, then checked, so that a sender
+ * cannot change what was checked. Returns 1 with *out (NULL: out of
+ * memory), or 0 with the reason in why when the layout is malformed. */
+int HostTensor_FromWireStrings(const int64_t *dims, int ndims, const void *src, size_t nbytes,
+                               RAI_Tensor **out, char *why, size_t whylen);
+/* The bytes of t on the wire, in at most two parts (STRING: its offsets,
+ * then its bytes; others: the data and nothing). */
+void HostTensor_WireParts(RAI_Tensor *t, const void **p1, size_t *n1, const void **p2,
+                          size_t *n2);
 /* Bytes of product(dims) elements of dtype; 0 with *ok = 0 when the dtype
  * is not a numeric one or the size overflows. */
 size_t HostTensor_Bytes(RAI_DType dtype, const int64_t *dims, int ndims, int *ok);
+/* Elements of dims (product), 0 with *ok = 0 on overflow or a bad ndims. */
+size_t HostTensor_Elements(const int64_t *dims, int ndims, int *ok);
 
-/* host_models.c: handle id -> backend model, shared by the control thread
- * (create, free) and the channel threads (run). */
-int HostModels_Add(uint64_t id, void *model);
-void *HostModels_Get(uint64_t id);
-void *HostModels_Remove(uint64_t id);
-void HostModels_FreeAll(void);
+/* host_models.c: handle id -> backend model or script, shared by the
+ * control thread (create, free) and the channel threads (run). The core
+ * chooses the ids from one counter for both kinds. */
+typedef enum HostHandleKind {
+    HOST_HANDLE_MODEL = 1,
+    HOST_HANDLE_SCRIPT = 2,
+} HostHandleKind;
+int HostHandles_Add(uint64_t id, HostHandleKind kind, void *obj);
+/* The object of that id and kind; NULL when none, with *other set when the
+ * id names an object of the other kind. */
+void *HostHandles_Get(uint64_t id, HostHandleKind kind, int *other);
+void *HostHandles_Remove(uint64_t id, HostHandleKind kind);
+int HostHandles_Exists(uint64_t id);
+void HostHandles_FreeAll(void);
+
+/* --- channels (host_channel.c, host_wire.c, host_calls.c) -------------------- */
+
+typedef struct HostChannel {
+    uint64_t id;
+    int sock;
+    const unsigned char *c2h; /* core to host arena, mapped read-only */
+    size_t c2h_len;
+    unsigned char *h2c; /* host to core arena */
+    size_t h2c_len;
+    int dead; /* the core closed the channel in the middle of a callback */
+} HostChannel;
 
 /* host_channel.c: serves one data channel on a thread of its own. Takes
  * ownership of the three descriptors. Returns 0, or -1 with the reason. */
 int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, char *why, size_t whylen);
+/* Serves one MODEL_RUN or SCRIPT_RUN (also a nested one, from a callback's
+ * wait) and answers it on the channel. */
+void HostChannel_Serve(HostChannel *ch, IsoMsg *m);
+
+/* host_wire.c: tensors between the wire and host tensors. */
+typedef struct HostMapping HostMapping; /* one sealed region, mapped, refcounted */
+typedef struct HostRegions {
+    HostMapping *map[ISO_MAX_FDS]; /* the message's references, dropped by HostWire_Unmap */
+} HostRegions;
+/* The tensor of descriptor d of message m (what names it in a protocol
+ * error: "input 2"). borrow (run inputs): numeric data in a sealed region
+ * stays there, the tensor holding a reference on the mapping; else, and
+ * always from the arena (reused by the next request while a backend may
+ * keep the tensor and its data pointer), it is copied. STRING is always
+ * copied and checked. A descriptor that does not fit its region or dtype
+ * ends the host (protocol error). NULL: out of memory. */
+RAI_Tensor *HostWire_TensorIn(HostChannel *ch, IsoMsg *m, HostRegions *regions,
+                              const IsoTensorDesc *d, int borrow, const char *what, uint32_t i);
+void HostWire_Unmap(HostRegions *regions);
+/* Places n tensors for the core: in the h2c arena from offset 0 (at most
+ * ISO_ARENA_TENSOR_MAX each, while they fit), else in one sealed region
+ * for the message, returned in *large (-1 when none). Returns 0, or -1
+ * with errno. */
+int HostWire_Place(HostChannel *ch, RAI_Tensor *const *tensors, size_t n, IsoTensorDesc *descs,
+                   int *large);
+/* Sends on the channel: 0, or -1 with errno; a core that is gone marks the
+ * channel dead (nothing is sent on it any more). */
+int HostWire_Send(HostChannel *ch, uint16_t type, uint64_t id, IsoBuf *b, const int *fds,
+                  int nfds);
+/* Answers a request: the message, or an ERROR saying why it could not go. */
+void HostWire_Reply(HostChannel *ch, uint16_t type, uint64_t id, IsoBuf *b, const int *fds,
+                    int nfds);
+void HostWire_SendError(HostChannel *ch, uint64_t id, const char *text);
+
+/* host_calls.c: the channel as a call stack (docs/isolation.md, "The
+ * protocol"). A channel thread enters a frame for each request it serves;
+ * the backend's redis_call and model_execute send on the channel of the
+ * innermost one and wait for their answer, serving any request the core
+ * nests meanwhile. */
+typedef struct HostFrame {
+    HostChannel *ch;
+    uint64_t id;  /* the request this frame waits to answer or be answered */
+    int requests; /* core requests on this thread's stack, up to this frame */
+    struct HostFrame *up;
+} HostFrame;
+/* Request ids the host chooses (its callbacks) have this bit; the core's
+ * never do. A core request with it ends the host. */
+#define HOST_ID_BIT (1ULL << 63)
+/* Nested requests served on one channel thread at most (each nesting is
+ * a callback of the run below it): a bound on the thread's stack. */
+#define HOST_NEST_MAX 16
+void HostCall_CheckCoreId(HostChannel *ch, const IsoMsg *m);
+void HostCall_Enter(HostFrame *f, HostChannel *ch, uint64_t id);
+void HostCall_Leave(HostFrame *f);
+RAI_CallReply *HostCall_RedisCall(const char *cmd, const char *const *args, const size_t *lens,
+                                  size_t nargs);
+void HostCall_ReplyFree(RAI_CallReply *r);
+int HostCall_ModelExecute(const char *key, size_t key_len, RAI_Tensor *const *inputs,
+                          size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err);
 
 #endif

@@ -4,9 +4,9 @@
  *
  * Memory is libc's: it shows in the host's RSS, not in Redis's used_memory.
  * Errors are the core's own RAI_Error (error.c compiled in), so texts follow
- * the same first-wins and CR/LF rules. Not yet here: the callbacks
- * (redis_call, model_execute), which need the channel's call stack; until
- * then they answer an error instead of reaching Redis.
+ * the same first-wins and CR/LF rules. The calls back into Redis
+ * (redis_call, model_execute) go over the channel of the run that makes
+ * them: host_calls.c.
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -27,8 +27,8 @@ struct RAI_Tensor {
     void (*deleter)(void *ctx); /* adopted data */
     void *deleter_ctx;
     int owns;          /* data is malloc'd by the host */
-    int borrowed;      /* data lies in an arena or a mapped region of a request */
     uint64_t *offsets; /* STRING: element i at data + offsets[i] */
+    void *block;       /* STRING from the wire: one malloc'd block, offsets then bytes */
 };
 
 static int dtypeNumeric(RAI_DType d) {
@@ -42,6 +42,19 @@ static int dtypeNumeric(RAI_DType d) {
     default:
         return 0;
     }
+}
+
+size_t HostTensor_Elements(const int64_t *dims, int ndims, int *ok) {
+    *ok = 0;
+    if (ndims < 0 || ndims > ISO_DIMS_MAX) return 0;
+    size_t n = 1;
+    for (int i = 0; i < ndims; i++) {
+        if (dims[i] < 0) return 0;
+        if (dims[i] && n > SIZE_MAX / (size_t)dims[i]) return 0;
+        n *= (size_t)dims[i];
+    }
+    *ok = 1;
+    return n;
 }
 
 size_t HostTensor_Bytes(RAI_DType dtype, const int64_t *dims, int ndims, int *ok) {
@@ -128,13 +141,110 @@ static RAI_Tensor *tensorCreateStrings(const int64_t *dims, int ndims, const cha
     return t;
 }
 
+RAI_Tensor *HostTensor_Copy(RAI_DType dtype, const int64_t *dims, int ndims, const void *src,
+                            size_t nbytes) {
+    RAI_Tensor *t = tensorCreate(dtype, dims, ndims);
+    if (t == NULL) return NULL;
+    if (t->nbytes != nbytes) {
+        free(t->data);
+        free(t);
+        return NULL;
+    }
+    if (nbytes) memcpy(t->data, src, nbytes);
+    return t;
+}
+
+/* The wire's STRING layout, checked on the host's own copy: n offsets,
+ * the first 0, increasing, each inside the bytes; then each element's NUL
+ * before the next one starts (the last one's before the end). */
+static int checkWireStrings(const uint64_t *offsets, size_t n, const char *bytes, size_t len,
+                            char *why, size_t whylen) {
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 && offsets[0] != 0) {
+            snprintf(why, whylen, "STRING element 0 starts at %llu, not 0",
+                     (unsigned long long)offsets[0]);
+            return 0;
+        }
+        if (i > 0 && offsets[i] <= offsets[i - 1]) {
+            snprintf(why, whylen, "STRING offsets are not increasing at element %zu", i);
+            return 0;
+        }
+        if (offsets[i] >= len) {
+            snprintf(why, whylen, "STRING element %zu starts past the %zu bytes", i, len);
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t at = (size_t)offsets[i], end = i + 1 < n ? (size_t)offsets[i + 1] : len;
+        if (memchr(bytes + at, '\0', end - at) == NULL) {
+            snprintf(why, whylen, "STRING element %zu has no NUL", i);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int HostTensor_FromWireStrings(const int64_t *dims, int ndims, const void *src, size_t nbytes,
+                               RAI_Tensor **out, char *why, size_t whylen) {
+    *out = NULL;
+    int ok;
+    size_t n = HostTensor_Elements(dims, ndims, &ok);
+    if (!ok || n > SIZE_MAX / 8 || nbytes < n * 8) {
+        snprintf(why, whylen, "STRING tensor of %zu bytes cannot hold its offsets", nbytes);
+        return 0;
+    }
+    /* Copied before anything is checked: the sender may still write the
+     * shared memory, the copy is the host's alone. */
+    void *block = malloc(nbytes ? nbytes : 1);
+    if (block == NULL) return 1;
+    if (nbytes) memcpy(block, src, nbytes);
+    const char *bytes = (const char *)block + n * 8;
+    if (!checkWireStrings(block, n, bytes, nbytes - n * 8, why, whylen)) {
+        free(block);
+        return 0;
+    }
+    RAI_Tensor *t = newTensor((RAI_DType){RAI_DTYPE_STRING, 8}, dims, ndims);
+    if (t == NULL) {
+        free(block);
+        return 1;
+    }
+    t->block = block;
+    t->offsets = NULL; /* points into block: see tensorStringAt and WireParts */
+    t->data = (void *)bytes;
+    t->nbytes = nbytes - n * 8;
+    *out = t;
+    return 1;
+}
+
+static const uint64_t *stringOffsets(const RAI_Tensor *t) {
+    return t->block ? (const uint64_t *)t->block : t->offsets;
+}
+
+void HostTensor_WireParts(RAI_Tensor *t, const void **p1, size_t *n1, const void **p2,
+                          size_t *n2) {
+    if (t->dtype.code == RAI_DTYPE_STRING) {
+        /* Host offsets are u64 from 0, increasing, relative to the bytes:
+         * already the wire's (little-endian, see iso_wire.c). */
+        *p1 = stringOffsets(t);
+        *n1 = t->length * 8;
+        *p2 = t->data;
+        *n2 = t->nbytes;
+    } else {
+        *p1 = t->data;
+        *n1 = t->nbytes;
+        *p2 = NULL;
+        *n2 = 0;
+    }
+}
+
 RAI_Tensor *HostTensor_Borrow(RAI_DType dtype, const int64_t *dims, int ndims, void *data,
-                              size_t nbytes) {
+                              size_t nbytes, void (*release)(void *ctx), void *ctx) {
     RAI_Tensor *t = newTensor(dtype, dims, ndims);
     if (t == NULL) return NULL;
     t->data = data;
     t->nbytes = nbytes;
-    t->borrowed = 1;
+    t->deleter = release;
+    t->deleter_ctx = ctx;
     return t;
 }
 
@@ -148,27 +258,8 @@ static void tensorRelease(RAI_Tensor *t) {
     if (t->deleter) t->deleter(t->deleter_ctx);
     if (t->owns) free(t->data);
     free(t->offsets);
+    free(t->block);
     free(t);
-}
-
-int HostTensor_RefCount(const RAI_Tensor *t) {
-    return __atomic_load_n(&t->refcount, __ATOMIC_ACQUIRE);
-}
-
-void HostTensor_ReturnBorrowed(RAI_Tensor *t) {
-    if (t->borrowed && HostTensor_RefCount(t) > 1) {
-        /* The backend kept a reference past the run: give it data of its
-         * own before the arena is reused. Out of memory leaves the pointer
-         * (the backend was wrong in-process too), never a dangling free. */
-        void *copy = malloc(t->nbytes ? t->nbytes : 1);
-        if (copy) {
-            memcpy(copy, t->data, t->nbytes);
-            t->data = copy;
-            t->owns = 1;
-            t->borrowed = 0;
-        }
-    }
-    tensorRelease(t);
 }
 
 static RAI_DType tensorDtype(const RAI_Tensor *t) { return t->dtype; }
@@ -179,11 +270,12 @@ static size_t tensorByteSize(const RAI_Tensor *t) { return t->nbytes; }
 static void *tensorData(RAI_Tensor *t) { return t->data; }
 
 static const char *tensorStringAt(const RAI_Tensor *t, size_t i, size_t *len) {
-    if (t->dtype.code != RAI_DTYPE_STRING || t->offsets == NULL || i >= t->length) {
+    const uint64_t *offsets = stringOffsets(t);
+    if (t->dtype.code != RAI_DTYPE_STRING || offsets == NULL || i >= t->length) {
         if (len) *len = 0;
         return NULL;
     }
-    const char *s = (const char *)t->data + t->offsets[i];
+    const char *s = (const char *)t->data + offsets[i];
     if (len) *len = strlen(s);
     return s;
 }
@@ -229,32 +321,21 @@ static size_t hostRunQueueCount(void) {
     return (size_t)host.run_queue_count;
 }
 
-/* --- calls back into Redis: not yet carried (the next step of issue 13) -------- */
-
-#define CALLBACKS_LATER "is not available in an isolated backend host yet"
+/* --- calls back into Redis: over the run's channel (host_calls.c) ------------ */
 
 static RAI_CallReply *hostRedisCall(const char *cmd, const char *const *args, const size_t *lens,
                                     size_t nargs) {
-    (void)cmd, (void)args, (void)lens, (void)nargs;
-    RAI_CallReply *r = calloc(1, sizeof(*r));
-    if (r == NULL) abort();
-    static const char text[] = "ERR redis_call " CALLBACKS_LATER;
-    r->type = RAI_REPLY_ERROR;
-    r->str = text;
-    r->len = sizeof(text) - 1;
-    return r;
+    return HostCall_RedisCall(cmd, args, lens, nargs);
 }
 
 static void hostCallReplyFree(RAI_CallReply *r) {
-    free(r);
+    HostCall_ReplyFree(r);
 }
 
 static int hostModelExecute(const char *key, size_t key_len, RAI_Tensor *const *inputs,
                             size_t ninputs, RAI_Tensor **outputs, size_t noutputs,
                             RAI_Error *err) {
-    (void)key, (void)key_len, (void)inputs, (void)ninputs, (void)outputs, (void)noutputs;
-    Error_Set(err, "ERR model_execute " CALLBACKS_LATER);
-    return -1;
+    return HostCall_ModelExecute(key, key_len, inputs, ninputs, outputs, noutputs, err);
 }
 
 static void *hostCalloc(size_t n, size_t m) { return calloc(n, m); }

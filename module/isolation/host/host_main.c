@@ -332,10 +332,11 @@ static void modelCreate(IsoMsg *m) {
     uint32_t device, nin = 0, nout = 0;
     int64_t device_id;
     char *key = NULL, *device_str = NULL;
+    size_t key_len = 0;
     const char *blob;
     size_t blob_len;
     IsoReader_U64(&r, &handle);
-    IsoReader_StrDup(&r, &key, NULL, ISO_NAME_MAX);
+    IsoReader_StrDup(&r, &key, &key_len, ISO_NAME_MAX);
     IsoReader_StrDup(&r, &device_str, NULL, 256);
     IsoReader_U32(&r, &device);
     IsoReader_I64(&r, &device_id);
@@ -344,8 +345,8 @@ static void modelCreate(IsoMsg *m) {
     IsoReader_StrView(&r, &blob, &blob_len, ISO_BULK_MAX > UINT32_MAX ? UINT32_MAX : ISO_BULK_MAX);
     if (!IsoReader_Done(&r)) Host_ProtocolError("MODEL_CREATE: %s", r.why);
     if (device > RAI_DEVICE_GPU) Host_ProtocolError("MODEL_CREATE: device %u", device);
-    if (HostModels_Get(handle)) Host_ProtocolError("MODEL_CREATE: handle %llu exists",
-                                                   (unsigned long long)handle);
+    if (HostHandles_Exists(handle))
+        Host_ProtocolError("MODEL_CREATE: handle %llu exists", (unsigned long long)handle);
 
     RAI_ModelSpec spec = {
         .size = sizeof(spec),
@@ -358,6 +359,8 @@ static void modelCreate(IsoMsg *m) {
         .inputs = (const char *const *)inputs,
         .noutputs = nout,
         .outputs = (const char *const *)outputs,
+        .key = key,
+        .key_len = key_len,
     };
     RAI_ModelNames names = {0};
     RAI_Error err;
@@ -365,7 +368,7 @@ static void modelCreate(IsoMsg *m) {
     void *model = host.desc->model_create(&spec, &names, &err);
     if (model == NULL) {
         Iso_SendError(HOST_CTL_FD, m->h.id, Error_Message(&err));
-    } else if (HostModels_Add(handle, model) != 0) {
+    } else if (HostHandles_Add(handle, HOST_HANDLE_MODEL, model) != 0) {
         host.desc->model_free(model);
         Iso_SendError(HOST_CTL_FD, m->h.id, "ERR out of memory in the backend host");
     } else {
@@ -395,9 +398,81 @@ static void modelFree(IsoMsg *m) {
     uint64_t handle;
     IsoReader_U64(&r, &handle);
     if (!IsoReader_Done(&r)) Host_ProtocolError("MODEL_FREE: %s", r.why);
-    void *model = HostModels_Remove(handle);
+    void *model = HostHandles_Remove(handle, HOST_HANDLE_MODEL);
     if (model == NULL) Host_ProtocolError("MODEL_FREE: no handle %llu", (unsigned long long)handle);
     host.desc->model_free(model);
+}
+
+static void scriptCreate(IsoMsg *m) {
+    IsoReader r;
+    IsoReader_Init(&r, m->payload, m->payload_len);
+    uint64_t handle;
+    uint32_t device, nentry = 0;
+    int64_t device_id;
+    char *key = NULL, *device_str = NULL, *source = NULL;
+    size_t key_len = 0, source_len = 0;
+    IsoReader_U64(&r, &handle);
+    IsoReader_StrDup(&r, &key, &key_len, ISO_NAME_MAX);
+    IsoReader_StrDup(&r, &device_str, NULL, 256);
+    IsoReader_U32(&r, &device);
+    IsoReader_I64(&r, &device_id);
+    char **entry_points = readNames(&r, &nentry);
+    IsoReader_StrDup(&r, &source, &source_len, ISO_BULK_MAX > UINT32_MAX ? UINT32_MAX : ISO_BULK_MAX);
+    if (!IsoReader_Done(&r)) Host_ProtocolError("SCRIPT_CREATE: %s", r.why);
+    if (device > RAI_DEVICE_GPU) Host_ProtocolError("SCRIPT_CREATE: device %u", device);
+    if (HostHandles_Exists(handle))
+        Host_ProtocolError("SCRIPT_CREATE: handle %llu exists", (unsigned long long)handle);
+
+    RAI_Error err;
+    Error_Init(&err);
+    if (!Backend_HasScripts(host.desc)) {
+        /* The core knows from HELLO_OK; a core that asks anyway gets the
+         * in-process refusal, not a dead host. */
+        Error_SetFmt(&err, "ERR %s backend does not support scripts", host.kind_name);
+        Iso_SendError(HOST_CTL_FD, m->h.id, Error_Message(&err));
+    } else {
+        RAI_ScriptSpec spec = {
+            .size = sizeof(spec),
+            .device_str = device_str,
+            .device = (RAI_DeviceKind)device,
+            .device_id = device_id,
+            .source = source,
+            .source_len = source_len,
+            .nentry_points = nentry,
+            .entry_points = (const char *const *)entry_points,
+            .key = key,
+            .key_len = key_len,
+        };
+        void *script = host.desc->script_create(&spec, &err);
+        if (script == NULL) {
+            Iso_SendError(HOST_CTL_FD, m->h.id, Error_Message(&err));
+        } else if (HostHandles_Add(handle, HOST_HANDLE_SCRIPT, script) != 0) {
+            host.desc->script_free(script);
+            Iso_SendError(HOST_CTL_FD, m->h.id, "ERR out of memory in the backend host");
+        } else {
+            IsoBuf b;
+            IsoBuf_Init(&b);
+            sendOrExit(ISO_MSG_SCRIPT_CREATED, m->h.id, &b, NULL, 0);
+            IsoBuf_Free(&b);
+        }
+    }
+    Error_Clear(&err);
+    freeStrs(entry_points, nentry);
+    free(key);
+    free(device_str);
+    free(source);
+}
+
+static void scriptFree(IsoMsg *m) {
+    IsoReader r;
+    IsoReader_Init(&r, m->payload, m->payload_len);
+    uint64_t handle;
+    IsoReader_U64(&r, &handle);
+    if (!IsoReader_Done(&r)) Host_ProtocolError("SCRIPT_FREE: %s", r.why);
+    void *script = HostHandles_Remove(handle, HOST_HANDLE_SCRIPT);
+    if (script == NULL)
+        Host_ProtocolError("SCRIPT_FREE: no script handle %llu", (unsigned long long)handle);
+    host.desc->script_free(script);
 }
 
 static void openChannel(IsoMsg *m) {
@@ -471,12 +546,10 @@ static void serve(void) {
         case ISO_MSG_MODEL_FREE: modelFree(&m); break;
         case ISO_MSG_OPEN_CHANNEL: openChannel(&m); break;
         case ISO_MSG_INFO: info(&m); break;
-        case ISO_MSG_SCRIPT_CREATE:
-            Iso_SendError(HOST_CTL_FD, m.h.id,
-                          "ERR scripts are not supported by isolated backends yet");
-            break;
+        case ISO_MSG_SCRIPT_CREATE: scriptCreate(&m); break;
+        case ISO_MSG_SCRIPT_FREE: scriptFree(&m); break;
         case ISO_MSG_SHUTDOWN:
-            HostModels_FreeAll();
+            HostHandles_FreeAll();
             sendExiting("SHUTDOWN");
             _exit(0);
         default:

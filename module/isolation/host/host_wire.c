@@ -1,0 +1,202 @@
+/*
+ * host_wire.c - tensors between the wire and host tensors (docs/isolation.md,
+ * "Tensors in shared memory"), for runs and callbacks alike.
+ *
+ * From the core: region 0 is the channel's core-to-host arena, k >= 1 the
+ * message's fds[k-1], a sealed large region. A numeric run input in a
+ * sealed region is used where it lies, without a copy: the mapping lives
+ * as long as any tensor on it (a backend may keep an input and its data
+ * pointer past the run: Torch does, for a module attribute). One in the
+ * arena is copied, as the next request reuses the arena; a callback's reply
+ * tensors are copied (they outlive the reply); STRING tensors are always
+ * copied, then checked. To the core: the host-to-core arena from offset 0 for each
+ * message (the core copies arena tensors out as soon as a message arrives,
+ * before it sends anything), else one sealed region per message.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "host.h"
+#include "iso_shm.h"
+
+struct HostMapping {
+    int refs; /* atomic: tensors on any thread release theirs */
+    void *map;
+    size_t len;
+};
+
+static void mappingRelease(void *ctx) {
+    HostMapping *hm = ctx;
+    if (__atomic_sub_fetch(&hm->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    IsoShm_Unmap(hm->map, hm->len);
+    free(hm);
+}
+
+static size_t alignUp(size_t n) {
+    return (n + ISO_TENSOR_ALIGN - 1) & ~(size_t)(ISO_TENSOR_ALIGN - 1);
+}
+
+RAI_Tensor *HostWire_TensorIn(HostChannel *ch, IsoMsg *m, HostRegions *regions,
+                              const IsoTensorDesc *d, int borrow, const char *what, uint32_t i) {
+    RAI_DType dt = {.code = d->code, .bits = d->bits};
+    int is_string = d->code == RAI_DTYPE_STRING;
+    if (is_string) {
+        if (d->bits != 8) Host_ProtocolError("%s %u: STRING with %u bits", what, i, d->bits);
+    } else {
+        int ok;
+        size_t want = HostTensor_Bytes(dt, d->dims, (int)d->ndims, &ok);
+        if (!ok)
+            Host_ProtocolError("%s %u: bad dtype (%u, %u) or size", what, i, d->code, d->bits);
+        if (want != d->nbytes)
+            Host_ProtocolError("%s %u: dims give %zu bytes, descriptor says %llu", what, i, want,
+                               (unsigned long long)d->nbytes);
+    }
+    if (d->offset % ISO_TENSOR_ALIGN)
+        Host_ProtocolError("%s %u: offset %llu is not aligned", what, i,
+                           (unsigned long long)d->offset);
+    const unsigned char *base;
+    size_t len;
+    if (d->region == 0) {
+        base = ch->c2h;
+        len = ch->c2h_len;
+    } else {
+        int k = d->region - 1;
+        if (k >= m->nfds) Host_ProtocolError("%s %u: region %u was not sent", what, i, d->region);
+        if (regions->map[k] == NULL) {
+            char why[160];
+            size_t size;
+            if (!IsoShm_Check(m->fds[k], F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW, 0, 0, &size,
+                              why, sizeof(why)))
+                Host_ProtocolError("%s %u: large region: %s", what, i, why);
+            HostMapping *hm = calloc(1, sizeof(*hm));
+            if (hm == NULL) return NULL;
+            hm->map = IsoShm_Map(m->fds[k], size, 0);
+            if (hm->map == NULL)
+                Host_ProtocolError("%s %u: cannot map its region: %s", what, i, strerror(errno));
+            hm->len = size;
+            hm->refs = 1; /* the message's, dropped by HostWire_Unmap */
+            regions->map[k] = hm;
+        }
+        base = regions->map[k]->map;
+        len = regions->map[k]->len;
+    }
+    if (d->offset > len || d->nbytes > len - d->offset)
+        Host_ProtocolError("%s %u: bytes [%llu, +%llu) outside its region of %zu", what, i,
+                           (unsigned long long)d->offset, (unsigned long long)d->nbytes, len);
+    const void *src = base + d->offset;
+    if (is_string) {
+        RAI_Tensor *t;
+        char why[160];
+        if (!HostTensor_FromWireStrings(d->dims, (int)d->ndims, src, d->nbytes, &t, why,
+                                        sizeof(why)))
+            Host_ProtocolError("%s %u: %s", what, i, why);
+        return t;
+    }
+    if (!borrow || d->region == 0) return HostTensor_Copy(dt, d->dims, (int)d->ndims, src, d->nbytes);
+    HostMapping *hm = regions->map[d->region - 1];
+    __atomic_add_fetch(&hm->refs, 1, __ATOMIC_RELAXED);
+    RAI_Tensor *t = HostTensor_Borrow(dt, d->dims, (int)d->ndims, (void *)src, d->nbytes,
+                                      mappingRelease, hm);
+    if (t == NULL) mappingRelease(hm);
+    return t;
+}
+
+void HostWire_Unmap(HostRegions *regions) {
+    for (int k = 0; k < ISO_MAX_FDS; k++) {
+        if (regions->map[k]) mappingRelease(regions->map[k]);
+        regions->map[k] = NULL;
+    }
+}
+
+int HostWire_Place(HostChannel *ch, RAI_Tensor *const *tensors, size_t n, IsoTensorDesc *descs,
+                   int *large) {
+    const RAI_HostApi *api = Host_Api();
+    size_t arena = 0, region = 0;
+    *large = -1;
+    for (size_t i = 0; i < n; i++) {
+        RAI_DType dt = api->tensor_dtype(tensors[i]);
+        const void *p1, *p2;
+        size_t n1, n2;
+        HostTensor_WireParts(tensors[i], &p1, &n1, &p2, &n2);
+        size_t nb = n1 + n2;
+        IsoTensorDesc *d = &descs[i];
+        *d = (IsoTensorDesc){.code = dt.code, .bits = dt.bits, .nbytes = nb,
+                             .ndims = (uint32_t)api->tensor_ndims(tensors[i])};
+        memcpy(d->dims, api->tensor_dims(tensors[i]), sizeof(int64_t) * d->ndims);
+        size_t at = alignUp(arena);
+        if (nb <= ISO_ARENA_TENSOR_MAX && at <= ch->h2c_len && nb <= ch->h2c_len - at) {
+            d->region = 0;
+            d->offset = at;
+            if (n1) memcpy(ch->h2c + at, p1, n1);
+            if (n2) memcpy(ch->h2c + at + n1, p2, n2);
+            arena = at + nb;
+        } else {
+            d->region = 1;
+            d->offset = alignUp(region);
+            region = d->offset + nb;
+        }
+    }
+    if (region == 0) return 0;
+    int fd = IsoShm_CreateRegion("redisai-out", region);
+    if (fd < 0) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (descs[i].region != 1) continue;
+        const void *p1, *p2;
+        size_t n1, n2;
+        HostTensor_WireParts(tensors[i], &p1, &n1, &p2, &n2);
+        if ((n1 && IsoShm_Write(fd, p1, n1, descs[i].offset) != 0) ||
+            (n2 && IsoShm_Write(fd, p2, n2, descs[i].offset + n1) != 0)) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+    }
+    if (IsoShm_Freeze(fd) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    *large = fd;
+    return 0;
+}
+
+int HostWire_Send(HostChannel *ch, uint16_t type, uint64_t id, IsoBuf *b, const int *fds,
+                  int nfds) {
+    if (ch->dead) {
+        errno = EPIPE;
+        return -1;
+    }
+    if (b->oom) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (Iso_Send(ch->sock, type, id, b->data, b->len, fds, nfds) == 0) return 0;
+    if (errno == EPIPE || errno == ECONNRESET) ch->dead = 1;
+    return -1;
+}
+
+void HostWire_Reply(HostChannel *ch, uint16_t type, uint64_t id, IsoBuf *b, const int *fds,
+                    int nfds) {
+    if (HostWire_Send(ch, type, id, b, fds, nfds) == 0 || ch->dead) return;
+    /* E.g. no memory for a bulk memfd: the core still gets an answer. */
+    char text[160];
+    snprintf(text, sizeof(text), "ERR backend host could not send its %s: %s",
+             Iso_MsgTypeName(type), strerror(errno));
+    HostWire_SendError(ch, id, text);
+}
+
+void HostWire_SendError(HostChannel *ch, uint64_t id, const char *text) {
+    IsoBuf b;
+    IsoBuf_Init(&b);
+    IsoBuf_CStr(&b, text);
+    if (HostWire_Send(ch, ISO_MSG_ERROR, id, &b, NULL, 0) != 0 && !ch->dead)
+        Host_ProtocolError("channel %llu: cannot send an ERROR: %s", (unsigned long long)ch->id,
+                           strerror(errno));
+    IsoBuf_Free(&b);
+}
