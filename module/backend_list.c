@@ -131,12 +131,15 @@ static void freeElsewhere(RAI_BackendFolder *f) {
     RedisModule_Free(f->manifest_error);
 }
 
-/* The loaded backend this folder's .so is, matched by real path. */
+/* The loaded backend of this folder: the one of its name, or for a link
+ * (the default link of a kind), the one its .so resolves to. */
 static const RAI_LoadedBackend *loadedFolder(const RAI_BackendFolder *f) {
     if (!f->has_kind || f->real == NULL) return NULL;
     for (size_t i = 0; i < Backend_LoadedCount(); i++) {
         const RAI_LoadedBackend *lb = Backend_LoadedAt(i);
-        if (lb->kind == f->kind && lb->real && !strcmp(lb->real, f->real)) return lb;
+        if (lb->kind != f->kind) continue;
+        if (!strcmp(lb->name, f->name)) return lb;
+        if (f->link && lb->real && !strcmp(lb->real, f->real)) return lb;
     }
     return NULL;
 }

@@ -108,22 +108,23 @@ static char *folderName(const char *dir) {
     return RedisModule_Strdup(base + n);
 }
 
-/* A backend's name: the `redisai_<name>` folder its file lies in, taken
- * after symlinks in the folder path are resolved (the default link
- * redisai_onnxruntime gives the folder it points to, so a backend has one
- * name however it was reached), else as given (a folder of links to
- * files elsewhere); else the file's stem. */
-static char *backendName(const char *full) {
-    char *dir = RedisModule_Strdup(full);
-    char *slash = strrchr(dir, '/');
+/* A backend's name: the `redisai_<name>` folder its real file lies in (the
+ * default link redisai_onnxruntime, or a link to a folder's file, gives
+ * that folder: one name however the file was reached), else the folder of
+ * the path as given (a folder holding a link to a file elsewhere), else
+ * the file's stem. */
+static char *backendName(const char *full, const char *real) {
     char *name = NULL;
-    if (slash) {
-        *slash = '\0';
-        char real[PATH_MAX];
-        if (realpath(dir[0] ? dir : "/", real)) name = folderName(real);
-        if (name == NULL) name = folderName(dir);
+    const char *paths[2] = {real, full};
+    for (int i = 0; i < 2 && name == NULL; i++) {
+        char *dir = RedisModule_Strdup(paths[i]);
+        char *slash = strrchr(dir, '/');
+        if (slash) {
+            *slash = '\0';
+            name = folderName(dir);
+        }
+        RedisModule_Free(dir);
     }
-    RedisModule_Free(dir);
     if (name) return name;
     const char *base = baseName(full);
     const char *dot = strrchr(base, '.');
@@ -194,7 +195,7 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
         Error_SetFmt(err, "%s: cannot open: %s", full, strerror(errno));
         goto fail;
     }
-    name = backendName(full);
+    name = backendName(full, real);
     const RAI_LoadedBackend *named = Backend_FindByName(name);
     if (named) {
         Error_SetFmt(err, "a backend named %s is already loaded (from %s); %s would take the "
@@ -372,20 +373,19 @@ const RAI_LoadedBackend *Backend_ResolveName(RedisModuleCtx *ctx, RAI_BackendKin
         return NULL;
     }
     if (lb) return lb;
-    size_t nf = 0;
-    RAI_BackendFolder *folders =
-        BackendDir_IsName(name) ? BackendDir_Scan(rai_config.backends_path, &nf) : NULL;
+    size_t nf;
+    RAI_BackendFolder *folders = BackendDir_Scan(rai_config.backends_path, &nf);
     const RAI_BackendFolder *f = NULL;
-    for (size_t i = 0; i < nf && f == NULL; i++) {
+    for (size_t i = 0; i < nf && f == NULL && BackendDir_IsName(name); i++) {
         if (!strcmp(folders[i].name, name)) f = &folders[i];
     }
     if (f && f->has_kind && f->kind != kind) {
         Error_SetFmt(err, "ERR backend %s is a %s backend, not %s", name,
                      Backend_KindName(f->kind), Backend_KindName(kind));
     } else if (f && f->has_kind) {
-        /* A folder whose file is loaded already under another name (the
-         * default link `onnxruntime` is its target's folder): that one. */
-        lb = loadedByReal(f->real);
+        /* A folder that is a link to a loaded backend's folder (the
+         * default link `onnxruntime`): that backend. */
+        lb = f->link ? loadedByReal(f->real) : NULL;
         if (lb == NULL) {
             /* Naming the file lazy loading would pick, before anything of
              * the kind is loaded, loads it as lazy loading would; any other

@@ -132,7 +132,7 @@ def mutate(r: random.Random, name: str, p: rp.Parsed) -> tuple[bytes, str | None
         fields.insert(r.randrange(len(fields) + 1), extra)
         return encode(p, fields), None
     if kind == "encver":
-        return encode(p, fields, r.choice([0, 1, 2, 3, 5, 1023])), None
+        return encode(p, fields, r.choice([0, 1, 2, 3, 4, 6, 1023])), None
     body = bytearray(encode(p, fields)[:-8])
     if kind == "flip":
         for _ in range(r.choice([1, 2, 4])):
