@@ -9,11 +9,10 @@
  * entry, ABI note of our major and the kind asked for); its folder's
  * manifest, when there is one (backend_manifest.c). Only then, for an
  * isolated backend, Iso_Load (the proxy starts a backend host for the
- * file), else dlopen
- * (RTLD_NOW so that a missing library or symbol fails here, RTLD_LOCAL so
- * that frameworks never bind to each other's symbols); the entry symbol
- * exists; the entry accepts our host table; the descriptor's ABI major,
- * size and kind agree.
+ * file); else dlopen (RTLD_NOW so that a missing library or symbol fails
+ * here, RTLD_LOCAL so that frameworks never bind to each other's symbols),
+ * the entry symbol exists, the entry accepts our host table. Either way,
+ * the descriptor's ABI major, size and kind agree.
  */
 #define _GNU_SOURCE /* pread, O_CLOEXEC, realpath under a strict -std */
 #include "backend_loader.h"
