@@ -314,6 +314,13 @@ def test_v5_tensors_round_trip(fresh):
         assert_ok(c.execute("RESTORE", "s2", 0, c.execute("DUMP", "s")))
         np.testing.assert_array_equal(get(c, "t2"), a)
         assert c.execute("AI.TENSORGET", "s2", "VALUES") == [b"ab", b"c"]
+        # v4 payloads of the same layout still load.
+        for key in ("t", "s"):
+            p = rp.parse_dump(c.execute("DUMP", key))
+            assert_ok(c.execute("RESTORE", f"{key}4", 0, rp.dump_payload(
+                "AI_TENSOR", 4, p.fields, p.rdb_version)))
+        np.testing.assert_array_equal(get(c, "t4"), a)
+        assert c.execute("AI.TENSORGET", "s4", "VALUES") == [b"ab", b"c"]
         assert_ok(c.execute("DEBUG", "RELOAD"))
         np.testing.assert_array_equal(get(c, "t"), a)
         np.testing.assert_array_equal(get(c, "t2"), a)
