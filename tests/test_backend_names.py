@@ -26,7 +26,7 @@ import pytest
 
 import onnx_models as om
 import rdb_payloads as rp
-from conftest import RedisServer, start_expecting_failure
+from conftest import FIXTURE_SRC, RedisServer, _cc, start_expecting_failure
 from helpers import LOAD_ERR, LogMark, arity, assert_error, assert_error_startswith, assert_ok
 from helpers import info_field
 from model_io import get, put
@@ -594,3 +594,47 @@ def test_isolated_backend_by_name_runs_and_persists(needs_proxy, servers, two_on
         got = listing(c)
         assert (got["onnxruntime-b"]["isolated"], got["onnxruntime-b"]["models"]) == ("yes", 1)
         run_add(c, "b")
+
+
+# --------------------------------------------------------------------------------------
+# ABI 1.5: the key a backend is told (nothing of it is visible with the real backends)
+# --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def key_echo(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    so = tmp_path_factory.mktemp("key_echo") / "key_echo.so"
+    _cc("-o", str(so), str(FIXTURE_SRC / "key_echo.c"))
+    return so
+
+
+def test_backends_are_told_the_key(servers, key_echo):
+    """RAI_ModelSpec.key: MODELSTORE's key, and the key an RDB load rebuilds; RAI_RunInfo.key:
+    MODELEXECUTE's key, each DAG op's own key, a DAG run through another key of the same
+    model (RESTORE'd copy)."""
+    first = servers.start(module_args=["ONNX", str(key_echo)])
+    with RawClient(first.port) as c:
+        assert_error(c.execute("AI.MODELSTORE", "{k}m0", "ONNX", "CPU", "BLOB", "fail"),
+                     "ERR key_echo create <{k}m0>")
+        assert_ok(c.execute("AI.MODELSTORE", "{k}m1", "ONNX", "CPU", "BLOB", "ok"))
+        assert_ok(c.execute("AI.MODELSTORE", "{k}m2", "ONNX", "CPU", "BLOB", "ok"))
+        assert_ok(c.execute("AI.TENSORSET", "{k}x", "FLOAT", 1, "VALUES", 1))
+        assert_error(c.execute("AI.MODELEXECUTE", "{k}m1", "INPUTS", 1, "{k}x", "OUTPUTS", 1,
+                               "{k}y"), "ERR key_echo run <{k}m1>")
+        assert_error(c.execute("AI.MODELRUN", "{k}m2", "INPUTS", "{k}x", "OUTPUTS", "{k}y"),
+                     "ERR key_echo run <{k}m2>")
+        reply = c.execute("AI.DAGEXECUTE", "LOAD", 1, "{k}x", "|>", "AI.MODELEXECUTE", "{k}m2",
+                          "INPUTS", 1, "{k}x", "OUTPUTS", 1, "y")
+        assert isinstance(reply, list) and str(reply[0]) == "ERR key_echo run <{k}m2>", reply
+        assert_ok(c.execute("RESTORE", "{k}copy", 0, c.execute("DUMP", "{k}m1")))
+        assert_error(c.execute("AI.MODELEXECUTE", "{k}copy", "INPUTS", 1, "{k}x", "OUTPUTS", 1,
+                               "{k}y"), "ERR key_echo run <{k}copy>")
+        # An RDB load builds with the key it loads: a v5 payload whose blob is "fail" is
+        # refused, and the log names the key the backend was told.
+        p = rp.parse_dump(c.execute("DUMP", "{k}m1"))
+        fields = list(p.fields)
+        fields[-1] = b"fail"
+        fields[-3] = rp.U(4)
+        mark = LogMark(first.logfile)
+        assert isinstance(c.execute("RESTORE", "{k}bad", 0, rp.dump_payload(
+            "AI__MODEL", 5, fields, p.rdb_version)), RespError)
+        mark.wait_for_line("ERR key_echo create <{k}bad>")
