@@ -296,7 +296,8 @@ static void ModelFree(void *value) {
 
 static size_t ModelMemUsage(const void *value) {
     const RAI_Model *m = value;
-    return sizeof(*m) + m->blob_len + m->tag_len;
+    return sizeof(*m) + m->blob_len + m->tag_len +
+           (m->backend_name ? strlen(m->backend_name) + 1 : 0);
 }
 
 int ModelType_Register(RedisModuleCtx *ctx) {

@@ -563,13 +563,22 @@ def test_second_backend_of_a_kind_by_loadbackend(module_path, two_onnx, proxy_wo
         s.stop()
 
 
-def test_restricted_user_cannot_loadbackend_isolated(fresh, torch_name):
+def test_restricted_user_cannot_loadbackend_isolated(fresh, torch_name, onnx_name):
+    """LOADBACKEND ... ISOLATED is as admin-only as LOADBACKEND. Naming a backend in
+    MODELSTORE is not: like lazy loading, it only picks among the folders under
+    BACKENDSPATH, which an admin chose."""
     with RawClient(fresh.port) as admin, RawClient(fresh.port) as dev:
         assert_ok(admin.execute("ACL", "SETUSER", "dev", *RESTRICTED))
         assert_ok(dev.execute("AUTH", "dev", "pw"))
         assert_error(dev.execute("AI.CONFIG", "LOADBACKEND", "TORCH", torch_name, "ISOLATED"),
                      NOPERM_LOAD)
+        assert_error(dev.execute("AI.CONFIG", "loadbackend", "torch", "/tmp/x.so", "isolated"),
+                     NOPERM_LOAD)
         assert listing(admin)[torch_name]["loaded"] == 0
+        assert_ok(store(dev, "m", onnx_name))
+        assert_error_startswith(store(dev, "m", "/tmp/redisai_x/redisai_onnxruntime.so"),
+                                "ERR no ONNX backend named /tmp/redisai_x/")
+        assert meta_dict(dev, "m")["backend_name"] == onnx_name.encode()
 
 
 # --------------------------------------------------------------------------------------
