@@ -29,7 +29,7 @@
 #include "backend_manifest.h"
 #include "config.h"
 #include "host_api.h"
-#include "isolation/core/iso_proxy.h"
+#include "iso_proxy.h"
 
 /* Entries [0, nloaded) are complete: a load fills its entry, then publishes
  * it by incrementing nloaded (release), so workers scanning the table

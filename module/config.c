@@ -165,13 +165,19 @@ int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         const char *val = RedisModule_StringPtrLen(argv[i + 1], NULL);
         if (!applyEarlyArg(ctx, key, val, argv[i + 1])) return REDISMODULE_ERR;
     }
-    for (int i = 0; i < argc; i += 2) {
-        const char *key = RedisModule_StringPtrLen(argv[i], NULL);
-        if (isEarlyArg(key)) continue;
-        if (!applyLoadArg(ctx, argv[i], argv[i + 1])) {
-            RedisModule_Log(ctx, "warning", "ERR error processing argument: %s %s", key,
-                            RedisModule_StringPtrLen(argv[i + 1], NULL));
-            return REDISMODULE_ERR;
+    /* Then the settings, then the backends: an isolated backend's host gets
+     * the settings once, in its hello, so MODEL_EXECUTION_TIMEOUT after
+     * `ONNX <path>` must already be in force when the host starts. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < argc; i += 2) {
+            const char *key = RedisModule_StringPtrLen(argv[i], NULL);
+            RAI_BackendKind kind;
+            if (isEarlyArg(key) || Backend_ParseKind(key, &kind) != (pass == 1)) continue;
+            if (!applyLoadArg(ctx, argv[i], argv[i + 1])) {
+                RedisModule_Log(ctx, "warning", "ERR error processing argument: %s %s", key,
+                                RedisModule_StringPtrLen(argv[i + 1], NULL));
+                return REDISMODULE_ERR;
+            }
         }
     }
     return REDISMODULE_OK;

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "module_info.h"
+#include "iso_proxy.h"
 
 #include <stdio.h>
 #include <sys/resource.h>
@@ -111,4 +112,7 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
 
     RedisModule_InfoAddSection(ctx, "cpu");
     addCpu(ctx);
+
+    /* Not in a crash report: it takes the isolation locks. */
+    if (!for_crash_report) Iso_InfoSection(ctx);
 }

@@ -26,6 +26,45 @@ def find_install_dir() -> pathlib.Path:
     return trees[-1].parent
 
 
+ISOLATE_ENV = "REDISAI_TEST_ISOLATE"
+
+
+def isolate_args() -> list[str]:
+    """`ISOLATE <kind>` module arguments asked for by REDISAI_TEST_ISOLATE ("all" or a
+    comma-separated list of kinds; `pytest --isolate ...` sets it): the whole suite can run
+    with its backends in backend host processes (docs/isolation.md)."""
+    value = os.environ.get(ISOLATE_ENV, "").strip()
+    if not value:
+        return []
+    kinds = ["TF", "TORCH", "ONNX"] if value.lower() == "all" else \
+        [k.strip().upper() for k in value.split(",") if k.strip()]
+    return [w for k in kinds for w in ("ISOLATE", k)]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--isolate", default=None, metavar="KINDS",
+                     help="run every server with these backend kinds isolated: all, or e.g. "
+                          "ONNX,TORCH (sets REDISAI_TEST_ISOLATE)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    value = config.getoption("--isolate", default=None)
+    if value:
+        os.environ[ISOLATE_ENV] = value
+    config.addinivalue_line("markers", "inprocess_only(why): observes in-process facts; "
+                            "skipped when the suite runs isolated")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    if not os.environ.get(ISOLATE_ENV):
+        return
+    for item in items:
+        mark = item.get_closest_marker("inprocess_only")
+        if mark is not None:
+            why = mark.args[0] if mark.args else "observes in-process facts"
+            item.add_marker(pytest.mark.skip(reason=f"in-process only: {why}"))
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -49,7 +88,7 @@ class RedisServer:
                "--enable-debug-command", "yes", "--enable-module-command", "yes"]
         cmd += list(extra)
         if module is not None:
-            cmd += ["--loadmodule", str(module), *module_args]
+            cmd += ["--loadmodule", str(module), *isolate_args(), *module_args]
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.STDOUT)

@@ -397,7 +397,7 @@ def ai_sections(c: RawClient) -> dict[str, list[tuple[str, str]]]:
     secs = parse_info(c.execute("INFO", "MODULES"))
     names = [n for n, _ in secs]
     assert names == ["Modules", "ai_versions", "ai_git", "ai_load_time_configs", "ai_backends_info",
-                     "ai_backends_paths", "ai_cpu"], names
+                     "ai_backends_paths", "ai_cpu", "ai_isolation"], names
     return dict(secs)
 
 

@@ -1,20 +1,490 @@
 /*
- * iso_proxy.c - PLACEHOLDER while the proxy is written on branch i13 (issue
- * 13): refuses every isolated load so that the loader and config changes
- * can be built and tested beside it. Replaced by the real proxy before the
- * branch merges.
+ * iso_proxy.c - the descriptor of an isolated backend (docs/isolation.md,
+ * "The descriptor", "Handles and the registry"). Each slot's descriptor has
+ * the proxy's functions: creates and frees go over the slot's control
+ * connection, runs over the calling thread's channel (iso_channel.c). The
+ * ABI's create functions take no context, so each slot has its own
+ * trampolines, made by a macro: static, explicit, no code generated at run
+ * time.
  */
-#include "iso_proxy.h"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-void Iso_Init(RedisModuleCtx *ctx) { (void)ctx; }
+#include "backend_loader.h"
+#include "config.h"
+#include "host_api.h"
+#include "iso_core.h"
+
+#define ISO_CREATE_TIMEOUT_MS 60000
+#define ISO_INFO_TIMEOUT_MS 500
+
+static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t next_handle_id;
+
+void Iso_Init(RedisModuleCtx *ctx) {
+    (void)ctx;
+    Iso_HostPath();
+}
+
+/* --- handles ------------------------------------------------------------------- */
+
+static char **copyNames(size_t n, const char *const *names) {
+    if (n == 0 || names == NULL) return NULL;
+    char **v = calloc(n, sizeof(char *));
+    for (size_t i = 0; v && i < n; i++) v[i] = strdup(names[i] ? names[i] : "");
+    return v;
+}
+
+static void freeNames(size_t n, char **v) {
+    for (size_t i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+static void freeHandle(IsoHandle *h) {
+    free(h->key);
+    free(h->device_str);
+    freeNames(h->ninputs, h->inputs);
+    freeNames(h->noutputs, h->outputs);
+    free(h->failed);
+    free(h);
+}
+
+static void encodeNames(IsoBuf *b, size_t n, char **v) {
+    IsoBuf_U32(b, (uint32_t)n);
+    for (size_t i = 0; i < n; i++) IsoBuf_CStr(b, v[i]);
+}
+
+/* Names the host found, into the core's allocator (the core owns them). */
+static int decodeNames(IsoReader *r, int *has, size_t *n, char ***out) {
+    uint8_t flag = 0;
+    uint32_t count = 0;
+    IsoReader_U8(r, &flag);
+    IsoReader_Count(r, &count, ISO_NAMES_MAX, 4);
+    if (r->why) return 0;
+    *has = flag != 0;
+    *n = count;
+    *out = NULL;
+    if (!flag) {
+        for (uint32_t i = 0; i < count; i++) {
+            const char *s;
+            size_t l;
+            IsoReader_StrView(r, &s, &l, ISO_NAME_MAX);
+        }
+        return r->why == NULL;
+    }
+    char **v = RedisModule_Calloc(count ? count : 1, sizeof(char *));
+    for (uint32_t i = 0; i < count; i++) {
+        const char *s = "";
+        size_t l = 0;
+        IsoReader_StrView(r, &s, &l, ISO_NAME_MAX);
+        v[i] = RedisModule_Alloc(l + 1);
+        memcpy(v[i], s, l);
+        v[i][l] = '\0';
+    }
+    *out = v;
+    return r->why == NULL;
+}
+
+int IsoProxy_CreateInHost(IsoSlot *s, IsoHandle *h, RAI_ModelNames *names, uint64_t *generation,
+                          RAI_Error *err) {
+    IsoBuf b;
+    IsoBuf_Init(&b);
+    IsoBuf_U64(&b, h->id);
+    IsoBuf_CStr(&b, h->key);
+    IsoBuf_CStr(&b, h->device_str);
+    IsoBuf_U32(&b, (uint32_t)h->device);
+    IsoBuf_I64(&b, h->device_id);
+    if (h->is_script) {
+        encodeNames(&b, h->ninputs, h->inputs); /* entry points */
+    } else {
+        encodeNames(&b, h->ninputs, h->inputs);
+        encodeNames(&b, h->noutputs, h->outputs);
+    }
+    IsoBuf_Str(&b, h->blob, h->blob_len);
+    pthread_mutex_lock(&s->mu);
+    *generation = s->generation;
+    pthread_mutex_unlock(&s->mu);
+    IsoMsg m;
+    int rc = IsoControl_Request(s, h->is_script ? ISO_MSG_SCRIPT_CREATE : ISO_MSG_MODEL_CREATE, &b,
+                                NULL, 0, ISO_CREATE_TIMEOUT_MS, &m);
+    IsoBuf_Free(&b);
+    if (rc == 0) return -2;
+    if (rc < 0) return -1;
+    IsoReader r;
+    IsoReader_Init(&r, m.payload, m.payload_len);
+    int result = 1;
+    uint16_t want = h->is_script ? ISO_MSG_SCRIPT_CREATED : ISO_MSG_MODEL_CREATED;
+    if (m.h.type == ISO_MSG_ERROR) {
+        const char *text = "";
+        size_t len = 0;
+        IsoReader_StrView(&r, &text, &len, ISO_NAME_MAX);
+        Error_SetFmt(err, "%.*s", (int)len, text);
+        result = 0;
+    } else if (m.h.type != want) {
+        char reason[200];
+        snprintf(reason, sizeof(reason), "killed: protocol error: %s in answer to a create",
+                 Iso_MsgTypeName(m.h.type));
+        IsoControl_KillWithReason(s, *generation, reason, "killed_protocol");
+        result = -1;
+    } else if (!h->is_script) {
+        RAI_ModelNames found = {0};
+        int has_in = 0, has_out = 0;
+        int ok = decodeNames(&r, &has_in, &found.ninputs, &found.inputs) &&
+                 decodeNames(&r, &has_out, &found.noutputs, &found.outputs) && IsoReader_Done(&r);
+        if (ok && names) {
+            *names = found;
+        } else {
+            for (size_t i = 0; found.inputs && i < found.ninputs; i++) RedisModule_Free(found.inputs[i]);
+            for (size_t i = 0; found.outputs && i < found.noutputs; i++) RedisModule_Free(found.outputs[i]);
+            RedisModule_Free(found.inputs);
+            RedisModule_Free(found.outputs);
+        }
+        if (!ok) {
+            IsoControl_KillWithReason(s, *generation, "killed: protocol error: MODEL_CREATED",
+                                      "killed_protocol");
+            result = -1;
+        }
+    }
+    IsoMsg_Free(&m);
+    return result;
+}
+
+/* Waits for the slot to be READY (a create on the main thread while the
+ * host restarts): slot->mu held. */
+static int waitReady(IsoSlot *s, RAI_Error *err) {
+    long long until = Iso_NowMs() + rai_config.backend_start_timeout;
+    while (s->state != ISO_READY) {
+        long long left = until - Iso_NowMs();
+        if (left <= 0 || (s->state == ISO_DEAD && s->restart_at_ms > until)) {
+            Error_SetFmt(err, "ERR %s backend process is restarting after it exited (%s); try again",
+                         Backend_KindName(s->kind), s->last_exit);
+            return -1;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        long long wait = left < 100 ? left : 100;
+        ts.tv_nsec += wait * 1000000;
+        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+    }
+    return 0;
+}
+
+static void *createHandle(IsoSlot *s, int is_script, const char *key, size_t key_len,
+                          const char *device_str, int device, int64_t device_id, const char *blob,
+                          size_t blob_len, size_t nin, const char *const *in, size_t nout,
+                          const char *const *out, RAI_ModelNames *names, RAI_Error *err) {
+    IsoHandle *h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        Error_Set(err, "ERR out of memory");
+        return NULL;
+    }
+    h->slot = s;
+    h->id = __atomic_add_fetch(&next_handle_id, 1, __ATOMIC_RELAXED);
+    h->is_script = is_script;
+    h->key = strndup(key ? key : "", key ? key_len : 0);
+    h->blob = blob;
+    h->blob_len = blob_len;
+    h->device_str = strdup(device_str ? device_str : "CPU");
+    h->device = device;
+    h->device_id = device_id;
+    h->ninputs = nin;
+    h->inputs = copyNames(nin, in);
+    h->noutputs = nout;
+    h->outputs = copyNames(nout, out);
+
+    pthread_mutex_lock(&s->mu);
+    int ready = waitReady(s, err);
+    pthread_mutex_unlock(&s->mu);
+    if (ready != 0) {
+        freeHandle(h);
+        return NULL;
+    }
+    uint64_t gen = 0;
+    int rc = IsoProxy_CreateInHost(s, h, names, &gen, err);
+    if (rc == -2) {
+        char reason[300];
+        snprintf(reason, sizeof(reason), "killed after the create of %s took over %d ms", h->key,
+                 ISO_CREATE_TIMEOUT_MS);
+        IsoControl_KillWithReason(s, gen, reason, "killed_create_timeout");
+    }
+    if (rc < 0) {
+        pthread_mutex_lock(&s->mu);
+        IsoControl_ExitError(s, gen, "creating", h->key, err);
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (rc != 1) {
+        freeHandle(h);
+        return NULL;
+    }
+    pthread_mutex_lock(&s->mu);
+    h->state = ISO_H_LIVE;
+    h->generation = gen;
+    if (s->generation != gen) h->state = ISO_H_RECREATING; /* died right after: rebuild it */
+    if (s->handles_tail) {
+        s->handles_tail->next = h;
+    } else {
+        s->handles = h;
+    }
+    s->handles_tail = h;
+    pthread_mutex_unlock(&s->mu);
+    return h;
+}
+
+static void freeHandleOf(void *p) {
+    IsoHandle *h = p;
+    if (h == NULL) return;
+    IsoSlot *s = h->slot;
+    pthread_mutex_lock(&s->mu);
+    while (h->busy) pthread_cond_wait(&s->cond, &s->mu);
+    IsoHandle *prev = NULL;
+    for (IsoHandle *it = s->handles; it; prev = it, it = it->next) {
+        if (it != h) continue;
+        if (prev) {
+            prev->next = h->next;
+        } else {
+            s->handles = h->next;
+        }
+        if (s->handles_tail == h) s->handles_tail = prev;
+        break;
+    }
+    /* Nothing to free in a host that never had it (it died since). */
+    int tell = s->state == ISO_READY && h->state == ISO_H_LIVE && h->generation == s->generation;
+    pthread_mutex_unlock(&s->mu);
+    if (tell) {
+        IsoBuf b;
+        IsoBuf_Init(&b);
+        IsoBuf_U64(&b, h->id);
+        IsoControl_Send(s, h->is_script ? ISO_MSG_SCRIPT_FREE : ISO_MSG_MODEL_FREE, &b);
+        IsoBuf_Free(&b);
+    }
+    freeHandle(h);
+}
+
+/* --- the descriptor's members ------------------------------------------------------ */
+
+static void *modelCreate(IsoSlot *s, const RAI_ModelSpec *spec, RAI_ModelNames *names,
+                         RAI_Error *err) {
+    int has_key = spec->size >= offsetof(RAI_ModelSpec, key_len) + sizeof(size_t) && spec->key;
+    return createHandle(s, 0, has_key ? spec->key : "", has_key ? spec->key_len : 0,
+                        spec->device_str, spec->device, spec->device_id, spec->blob,
+                        spec->blob_len, spec->ninputs, spec->inputs, spec->noutputs,
+                        spec->outputs, names, err);
+}
+
+static void *scriptCreate(IsoSlot *s, const RAI_ScriptSpec *spec, RAI_Error *err) {
+    int has_key = spec->size >= offsetof(RAI_ScriptSpec, key_len) + sizeof(size_t) && spec->key;
+    return createHandle(s, 1, has_key ? spec->key : "", has_key ? spec->key_len : 0,
+                        spec->device_str, spec->device, spec->device_id, spec->source,
+                        spec->source_len, spec->nentry_points, spec->entry_points, 0, NULL, NULL,
+                        err);
+}
+
+static int modelRun(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
+                    size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
+    return IsoChannel_ModelRun(model, info, inputs, ninputs, outputs, noutputs, err);
+}
+
+static int scriptRun(void *script, const RAI_RunInfo *info, const RAI_ScriptCall *call,
+                     RAI_Tensor **outputs, RAI_Error *err) {
+    return IsoChannel_ScriptRun(script, info, call, outputs, err);
+}
+
+static void slotInfo(IsoSlot *s, void *ctx, void (*add)(void *, const char *, const char *)) {
+    IsoBuf b;
+    IsoBuf_Init(&b);
+    IsoBuf_U64(&b, (uint64_t)HostApi_Get()->run_queue_count());
+    IsoMsg m;
+    pthread_mutex_lock(&s->mu);
+    int ready = s->state == ISO_READY;
+    pthread_mutex_unlock(&s->mu);
+    int rc = ready ? IsoControl_Request(s, ISO_MSG_INFO, &b, NULL, 0, ISO_INFO_TIMEOUT_MS, &m) : -1;
+    IsoBuf_Free(&b);
+    if (rc != 1) return;
+    if (m.h.type == ISO_MSG_INFO_REPLY) {
+        IsoReader r;
+        IsoReader_Init(&r, m.payload, m.payload_len);
+        uint64_t peak, user, sys;
+        uint32_t n = 0;
+        IsoReader_U64(&r, &peak);
+        IsoReader_U64(&r, &user);
+        IsoReader_U64(&r, &sys);
+        IsoReader_Count(&r, &n, ISO_NAMES_MAX, 8);
+        for (uint32_t i = 0; i < n && r.why == NULL; i++) {
+            char *field = NULL, *value = NULL;
+            IsoReader_StrDup(&r, &field, NULL, 256);
+            IsoReader_StrDup(&r, &value, NULL, 4096);
+            if (r.why == NULL) add(ctx, field, value);
+            free(field);
+            free(value);
+        }
+    }
+    IsoMsg_Free(&m);
+}
+
+#define ISO_TRAMPOLINES(i)                                                                    \
+    static void *modelCreate_##i(const RAI_ModelSpec *spec, RAI_ModelNames *names,            \
+                                 RAI_Error *err) {                                            \
+        return modelCreate(iso_slots[i], spec, names, err);                                   \
+    }                                                                                         \
+    static void *scriptCreate_##i(const RAI_ScriptSpec *spec, RAI_Error *err) {               \
+        return scriptCreate(iso_slots[i], spec, err);                                         \
+    }                                                                                         \
+    static void info_##i(void *ctx, void (*add)(void *, const char *, const char *)) {        \
+        slotInfo(iso_slots[i], ctx, add);                                                     \
+    }
+
+ISO_TRAMPOLINES(0)
+ISO_TRAMPOLINES(1)
+ISO_TRAMPOLINES(2)
+ISO_TRAMPOLINES(3)
+ISO_TRAMPOLINES(4)
+ISO_TRAMPOLINES(5)
+ISO_TRAMPOLINES(6)
+ISO_TRAMPOLINES(7)
+ISO_TRAMPOLINES(8)
+ISO_TRAMPOLINES(9)
+ISO_TRAMPOLINES(10)
+ISO_TRAMPOLINES(11)
+ISO_TRAMPOLINES(12)
+ISO_TRAMPOLINES(13)
+ISO_TRAMPOLINES(14)
+ISO_TRAMPOLINES(15)
+
+#define ISO_ROW(i) {modelCreate_##i, scriptCreate_##i, info_##i}
+static const struct {
+    void *(*model_create)(const RAI_ModelSpec *, RAI_ModelNames *, RAI_Error *);
+    void *(*script_create)(const RAI_ScriptSpec *, RAI_Error *);
+    void (*info)(void *, void (*)(void *, const char *, const char *));
+} trampolines[ISO_MAX_HOSTS] = {ISO_ROW(0),  ISO_ROW(1),  ISO_ROW(2),  ISO_ROW(3),
+                                ISO_ROW(4),  ISO_ROW(5),  ISO_ROW(6),  ISO_ROW(7),
+                                ISO_ROW(8),  ISO_ROW(9),  ISO_ROW(10), ISO_ROW(11),
+                                ISO_ROW(12), ISO_ROW(13), ISO_ROW(14), ISO_ROW(15)};
+
+/* --- loading ------------------------------------------------------------------------- */
+
+int Iso_IsProxy(const RAI_BackendDescriptor *d) {
+    for (int i = 0; d && i < ISO_MAX_HOSTS; i++) {
+        if (iso_slots[i] && d == &iso_slots[i]->desc) return 1;
+    }
+    return 0;
+}
 
 const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *name,
                                       const char *real, const char *shown, RAI_Error *err) {
-    (void)ctx, (void)kind, (void)name, (void)real;
-    Error_SetFmt(err, "%s: cannot isolate: the isolation proxy is not built yet", shown);
+    pthread_mutex_lock(&slots_mu);
+    int index = -1;
+    for (int i = 0; i < ISO_MAX_HOSTS && index < 0; i++) {
+        if (iso_slots[i] == NULL) index = i;
+    }
+    pthread_mutex_unlock(&slots_mu);
+    if (index < 0) {
+        Error_SetFmt(err, "%s: at most %d isolated backends can be loaded", shown, ISO_MAX_HOSTS);
+        return NULL;
+    }
+    IsoSlot *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        Error_SetFmt(err, "%s: out of memory", shown);
+        return NULL;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&s->mu, NULL);
+    s->index = index;
+    s->kind = kind;
+    s->name = strdup(name);
+    s->real = strdup(real);
+    s->shown = strdup(shown);
+    s->ctl = s->pidfd = -1;
+    s->generation = 1;
+    s->state = ISO_STARTING;
+    snprintf(s->last_exit, sizeof(s->last_exit), "none");
+    snprintf(s->last_exit_token, sizeof(s->last_exit_token), "none");
+    IsoControl_StartThreads();
+
+    char why[512];
+    long long t0 = Iso_NowMs();
+    if (IsoSpawn_Start(s, why, sizeof(why)) != 0) {
+        Error_SetFmt(err, "%s: cannot start its backend host: %s", shown, why);
+        goto fail;
+    }
+    /* Published before the hello so that the supervisor routes its reply. */
+    __atomic_store_n(&iso_slots[index], s, __ATOMIC_RELEASE);
+    IsoControl_Wake();
+    if (IsoControl_Hello(s, why, sizeof(why)) != 0) {
+        Error_SetFmt(err, "%s: isolated load failed: %s", shown, why);
+        pthread_mutex_lock(&s->mu);
+        s->retired = 1;
+        pthread_mutex_unlock(&s->mu);
+        /* The slot object is never freed (the supervisor may still hold it);
+         * its index is free again. */
+        __atomic_store_n(&iso_slots[index], NULL, __ATOMIC_RELEASE);
+        return NULL;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->state = ISO_READY;
+    s->ready_since_ms = Iso_NowMs();
+    s->desc = (RAI_BackendDescriptor){
+        .abi_major = RAI_ABI_MAJOR,
+        .abi_minor = RAI_ABI_MINOR,
+        .size = sizeof(RAI_BackendDescriptor),
+        .kind = kind,
+        .framework = s->framework,
+        .framework_version = s->version,
+        .variant = s->variant,
+        .model_create = trampolines[index].model_create,
+        .model_free = freeHandleOf,
+        .model_run = modelRun,
+        .script_create = s->has_scripts ? trampolines[index].script_create : NULL,
+        .script_free = s->has_scripts ? freeHandleOf : NULL,
+        .script_run = s->has_scripts ? scriptRun : NULL,
+        .info = s->has_info ? trampolines[index].info : NULL,
+    };
+    pthread_mutex_unlock(&s->mu);
+    RedisModule_Log(ctx, "notice", "%s backend %s isolated in pid %d (%s %s, %s), started in %lld ms",
+                    Backend_KindName(kind), name, (int)s->pid, s->framework, s->version, s->variant,
+                    Iso_NowMs() - t0);
+    return &s->desc;
+
+fail:
+    free(s->name);
+    free(s->real);
+    free(s->shown);
+    free(s);
     return NULL;
 }
 
-int Iso_IsProxy(const RAI_BackendDescriptor *d) { (void)d; return 0; }
-void Iso_InfoSection(RedisModuleInfoCtx *ctx) { (void)ctx; }
-void Iso_Shutdown(void) {}
+void Iso_Shutdown(void) {
+    for (int i = 0; i < ISO_MAX_HOSTS; i++) {
+        IsoSlot *s = iso_slots[i];
+        if (s == NULL) continue;
+        pthread_mutex_lock(&s->mu);
+        s->retired = 1; /* no restart while Redis goes down */
+        pthread_mutex_unlock(&s->mu);
+        IsoBuf b;
+        IsoBuf_Init(&b);
+        IsoControl_Send(s, ISO_MSG_SHUTDOWN, &b);
+        IsoBuf_Free(&b);
+    }
+    long long until = Iso_NowMs() + 2000;
+    for (int i = 0; i < ISO_MAX_HOSTS; i++) {
+        IsoSlot *s = iso_slots[i];
+        if (s == NULL) continue;
+        pthread_mutex_lock(&s->mu);
+        while (s->ctl >= 0 && Iso_NowMs() < until) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += 50 * 1000000;
+            if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+            pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+        }
+        if (s->ctl >= 0) IsoSpawn_Kill(s);
+        pthread_mutex_unlock(&s->mu);
+    }
+}

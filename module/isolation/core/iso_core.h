@@ -1,0 +1,167 @@
+/*
+ * iso_core.h - the core's private state of isolation: slots (one isolated
+ * backend and its host process each), proxy handles, and the functions the
+ * files of this folder share. docs/isolation.md is the design; this folder
+ * is "The proxy", "Host states", "The failure table" and "The restart
+ * policy" of it.
+ *
+ * Threads: the main thread starts hosts (Iso_Load) and creates models;
+ * run-queue workers (and LLAPI callers) run them over their own channels;
+ * the supervisor thread reads every control connection and pidfd, routes
+ * replies to waiters by request id and detects deaths; the restarter thread
+ * spawns hosts again and re-creates their models. Slot state is guarded by
+ * the slot's mutex; waiters sleep on its condition variable.
+ */
+#ifndef REDISAI_ISO_CORE_H
+#define REDISAI_ISO_CORE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "iso_proxy.h"
+#include "iso_wire.h"
+
+typedef enum IsoState {
+    ISO_STARTING = 0,
+    ISO_READY = 1,
+    ISO_DEAD = 2, /* death seen, restart pending (back-off) */
+} IsoState;
+
+typedef enum IsoHandleState {
+    ISO_H_LIVE = 0,       /* built in the host of `generation` */
+    ISO_H_RECREATING = 1, /* waiting for the restarted host to build it */
+    ISO_H_FAILED = 2,     /* the restarted host refused it: `failed` says why */
+    ISO_H_QUARANTINED = 3 /* the host died twice while building it */
+} IsoHandleState;
+
+typedef struct IsoSlot IsoSlot;
+
+/* What the proxy's model_create/script_create returns as the backend handle. */
+typedef struct IsoHandle {
+    IsoSlot *slot;
+    uint64_t id;
+    int is_script;
+    char *key;
+    /* Borrowed: RAI_Model / RAI_Script owns them and frees them only after
+     * model_free / script_free (module/model.c, module/script.c). */
+    const char *blob;
+    size_t blob_len;
+    char *device_str;
+    int device;
+    int64_t device_id;
+    size_t ninputs, noutputs; /* spec names (TF), or entry points for scripts */
+    char **inputs, **outputs;
+    /* guarded by slot->mu */
+    IsoHandleState state;
+    uint64_t generation;
+    int create_deaths;
+    int busy; /* the restarter is building it: model_free waits */
+    char *failed;
+    struct IsoHandle *next;
+} IsoHandle;
+
+/* A control request waiting for its reply (routed by the supervisor). */
+typedef struct IsoPending {
+    uint64_t id;
+    int done;   /* 1: reply in msg; -1: host died first */
+    IsoMsg msg;
+    struct IsoPending *next;
+} IsoPending;
+
+struct IsoSlot {
+    int index;
+    RAI_BackendKind kind;
+    char *name;
+    char *real;
+    char *shown;
+    RAI_BackendDescriptor desc; /* the proxy's members, the host's facts */
+    char framework[64], version[64], variant[32];
+    int has_scripts, has_info;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    IsoState state;
+    uint64_t generation; /* +1 at each death */
+    pid_t pid;
+    int pidfd;
+    int ctl; /* -1 while no host */
+    IsoPending *pending;
+    IsoHandle *handles, *handles_tail;
+    long channels;   /* open channels of this generation */
+    long inflight;   /* runs sent and not answered */
+    /* Why the host of generation `dead_generation` ended. */
+    uint64_t dead_generation; /* 0: none yet (generations start at 1) */
+    char last_exit[256];      /* "signal 11 SIGSEGV" */
+    char last_exit_token[64]; /* "signal_11_SIGSEGV" */
+    long long last_exit_time;
+    char kill_reason[256]; /* set by whoever kills the host, before the kill */
+    int dying_signal;      /* from DYING */
+    char exiting_why[64];  /* from EXITING */
+    long restarts;
+    int failures; /* consecutive, for the back-off */
+    long long ready_since_ms;
+    long long restart_at_ms;
+    double last_start_seconds;
+    uint64_t next_request_id;
+    int retired; /* a first start that failed: never restarted */
+    /* The core ends of this generation's channels: a death shuts them down,
+     * so a run blocked on one wakes even while a fork child of Redis (a
+     * BGSAVE) still holds a copy of the host's end. */
+    struct IsoChan *chans;
+};
+
+extern IsoSlot *iso_slots[ISO_MAX_HOSTS];
+
+long long Iso_NowMs(void);
+const char *Iso_HostPath(void);
+
+/* iso_spawn.c */
+/* Spawns the slot's host; on success slot->pid, pidfd and ctl are set.
+ * Returns 0, or -1 with the reason in why. */
+int IsoSpawn_Start(IsoSlot *s, char *why, size_t whylen);
+/* Formats a wait status ("signal 11 SIGSEGV", "exit status 3") and its token. */
+void IsoSpawn_Describe(int code, int status, char *text, size_t tl, char *token, size_t kl);
+/* SIGKILL through the pidfd (or the pid). */
+void IsoSpawn_Kill(IsoSlot *s);
+
+/* iso_control.c: the supervisor */
+void IsoControl_StartThreads(void);
+/* Wakes the supervisor to poll a new or changed slot. */
+void IsoControl_Wake(void);
+/* Sends a request on the slot's control connection and waits for its reply
+ * (ERROR included) at most timeout_ms. Returns 1 with the reply in *reply,
+ * 0 on timeout, -1 when the host died or was not up (slot->mu not held). */
+int IsoControl_Request(IsoSlot *s, uint16_t type, const IsoBuf *payload, const int *fds, int nfds,
+                       long long timeout_ms, IsoMsg *reply);
+/* Sends without waiting (frees). */
+void IsoControl_Send(IsoSlot *s, uint16_t type, const IsoBuf *payload);
+/* The HELLO handshake of a freshly spawned host: 0, or -1 with why. */
+int IsoControl_Hello(IsoSlot *s, char *why, size_t whylen);
+/* Kills the host with the reason recorded first (slot->mu not held). */
+void IsoControl_KillWithReason(IsoSlot *s, uint64_t generation, const char *reason,
+                               const char *token);
+/* Waits (slot->mu held) until the death of `generation` has a reason; then
+ * writes "ERR <kind> backend process exited (<reason>) while <doing> <key>". */
+void IsoControl_ExitError(IsoSlot *s, uint64_t generation, const char *doing, const char *key,
+                          RAI_Error *err);
+
+/* iso_restart.c */
+void IsoRestart_Schedule(IsoSlot *s);
+void *IsoRestart_Main(void *arg);
+/* Builds handle h in the slot's current host (no lock held). 1, 0 refused
+ * (text in err), -1 host died, -2 timeout. */
+int IsoProxy_CreateInHost(IsoSlot *s, IsoHandle *h, RAI_ModelNames *names, uint64_t *generation,
+                          RAI_Error *err);
+
+/* iso_channel.c */
+int IsoChannel_ModelRun(IsoHandle *h, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
+                        size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err);
+int IsoChannel_ScriptRun(IsoHandle *h, const RAI_RunInfo *info, const RAI_ScriptCall *call,
+                         RAI_Tensor **outputs, RAI_Error *err);
+/* Shuts down every channel of the slot (slot->mu held). */
+void IsoChannel_ShutdownAll(IsoSlot *s);
+/* Waits (slot->mu held) until h may run in the current host: 0, or -1 after err. */
+int IsoProxy_WaitRunnable(IsoHandle *h, const char *key, RAI_Error *err);
+
+#endif
