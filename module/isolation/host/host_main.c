@@ -485,6 +485,7 @@ static void openChannel(IsoMsg *m) {
     char why[200];
     int rc = HostChannel_Open(channel, m->fds[0], m->fds[1], m->fds[2], why, sizeof(why));
     m->fds[0] = m->fds[1] = m->fds[2] = -1; /* taken */
+    if (rc == -2) Host_ProtocolError("OPEN_CHANNEL: %s", why);
     if (rc != 0) {
         /* A resource limit (threads, maps), not a malformed request: the
          * core gets the reason and the host serves on. */
