@@ -166,6 +166,7 @@ def fallbacks(c: RawClient) -> int:
 # MODELSTORE ... BACKEND <name>, META
 # --------------------------------------------------------------------------------------
 
+@pytest.mark.inprocess_only("the default loads in-process (isolated no)")
 def test_naming_the_default_backend_is_stored_and_shown_by_meta(fresh, onnx_name):
     """The first ONNX model names the default's folder: loaded as lazy loading would
     (in-process), the name recorded; META appends backend_name only for a named model,
@@ -244,6 +245,7 @@ def test_wrong_kind_and_unknown_names_are_refused(fresh, onnx_name, torch_name, 
         assert listing(c)[onnx_name]["loaded"] == 0
 
 
+@pytest.mark.inprocess_only("onnxruntime-a in-process beside an isolated onnxruntime-b")
 def test_second_version_is_loaded_isolated_on_the_spot(module_path, two_onnx, proxy_works):
     """With onnxruntime-a in-process (the default), naming onnxruntime-b loads it isolated:
     today the placeholder proxy refuses it (the client's MODELSTORE is refused with the
@@ -416,6 +418,7 @@ def test_replica_without_the_named_backend_falls_back(servers, two_onnx, onnx_na
         assert fallbacks(rc) == 1
 
 
+@pytest.mark.inprocess_only("the default link's target loads in-process")
 def test_restart_without_the_named_backend_falls_back(servers, two_onnx, onnx_name):
     first = servers.start(module_args=["BACKENDSPATH", str(two_onnx)])
     with RawClient(first.port) as c:
@@ -508,6 +511,7 @@ def test_isolate_makes_lazy_loading_isolated(module_path, proxy_works):
         s.stop()
 
 
+@pytest.mark.inprocess_only("one in-process backend per kind")
 def test_loadbackend_isolated(fresh, onnx_name, torch_name, proxy_works):
     """The trailing word ISOLATED (any case) sends the load to the proxy; anything else
     there is refused; one in-process backend per kind as before; names are unique."""
@@ -538,6 +542,7 @@ def fresh_path(c: RawClient, name: str) -> str:
     return f"{backends}/redisai_{name}/redisai_torch.so"
 
 
+@pytest.mark.inprocess_only("one in-process backend per kind")
 def test_second_backend_of_a_kind_by_loadbackend(module_path, two_onnx, proxy_works):
     """In-process onnxruntime-a, then onnxruntime-b: refused in-process (one per kind),
     sent to the proxy when ISOLATED."""
