@@ -9,11 +9,13 @@
  * the run (Torch does, for a module attribute), and in-process that data
  * never moves or changes while a reference is held. A sealed region cannot
  * change; an arena input still held after the run gets private pages at
- * its address before the next request reuses the arena (retireArena). A
- * callback's reply tensors are copied (they outlive the reply); STRING
- * tensors are always copied, then checked. To the core: the host-to-core arena from offset 0 for each
- * message (the core copies arena tensors out as soon as a message arrives,
- * before it sends anything), else one sealed region per message.
+ * its address before the next request reuses the arena
+ * (HostWire_KeepArenaInputs). A callback's reply tensors are copied (they
+ * outlive the reply); STRING tensors are always copied, then checked.
+ *
+ * To the core: the host-to-core arena from offset 0 for each message (the
+ * core copies arena tensors out as soon as a message arrives, before it
+ * sends anything), else one sealed region per message.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -155,8 +157,10 @@ void HostWire_KeepArenaInputs(HostChannel *ch, RAI_Tensor *const *inputs,
             descs[i].nbytes == 0 || !HostTensor_Shared(inputs[i]))
             continue;
         /* The core writes the next request's inputs into the arena: give
-         * this input, which a backend still holds, its own pages first. */
-        privatize(old->map + descs[i].offset, descs[i].nbytes);
+         * this input, which a backend still holds, its own pages first.
+         * By its data pointer: the view it lies in may be an older one
+         * than the channel's (a nested run retired that already). */
+        privatize(Host_Api()->tensor_data(inputs[i]), descs[i].nbytes);
         kept = 1;
     }
     if (!kept) return;
