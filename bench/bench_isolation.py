@@ -107,7 +107,7 @@ def throughput(port: int, run: tuple, nclients: int, seconds: float) -> float:
 
 
 def host_pid(c: base.Client, kind: str) -> tuple[int, dict]:
-    text = c.call("INFO", "MODULES").decode()
+    text = bytes(c.call("INFO", "MODULES")).decode()
     for line in text.splitlines():
         if f"kind={kind}," in line:
             d = dict(kv.split("=", 1) for kv in line.split(":", 1)[1].split(","))
@@ -139,7 +139,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--install")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", choices=["latency", "throughput", "restart"])
     args = ap.parse_args()
+    want = {args.only} if args.only else {"latency", "throughput", "restart"}
     install = base.find_install(args.install)
     rounds = 2000 if args.quick else 20000
     seconds = 3.0 if args.quick else 10.0
@@ -156,19 +158,21 @@ def main() -> None:
               f"interleaved by 100)")
         print(f"{'model':12} {'in-proc p50':>12} {'isolated p50':>13} {'overhead':>9} "
               f"{'in-proc p99':>12} {'isolated p99':>13}")
-        for name in ("onnx_add", "torch_add", "tf_mul", "onnx_cnn", "torch_cnn"):
+        for name in ("onnx_add", "torch_add", "tf_mul", "onnx_cnn", "torch_cnn") \
+                if "latency" in want else ():
             t = latency(clients, RUNS[name], rounds if "cnn" not in name else rounds // 4)
             a, b = pct(t["in-process"], 0.5) * 1e6, pct(t["isolated"], 0.5) * 1e6
             a99, b99 = pct(t["in-process"], 0.99) * 1e6, pct(t["isolated"], 0.99) * 1e6
             print(f"{name:12} {a:10.1f}us {b:11.1f}us {b - a:7.1f}us {a99:10.1f}us {b99:11.1f}us")
         print(f"\n# CNN, 32 clients, {seconds:.0f} s each")
-        for name in ("onnx_cnn", "torch_cnn"):
+        for name in ("onnx_cnn", "torch_cnn") if "throughput" in want else ():
             r = {k: throughput(s.port, RUNS[name], 32, seconds) for k, s in servers.items()}
             print(f"{name:12} in-process {r['in-process']:8.0f}/s  isolated "
                   f"{r['isolated']:8.0f}/s  ratio {r['isolated'] / r['in-process']:.3f}")
         print("\n# host restart: SIGKILL -> first successful run (median of 5)")
         iso = clients["isolated"]
-        for kind, name in (("ONNX", "onnx_add"), ("TORCH", "torch_add"), ("TF", "tf_mul")):
+        for kind, name in (("ONNX", "onnx_add"), ("TORCH", "torch_add"), ("TF", "tf_mul")) \
+                if "restart" in want else ():
             ts = restart_time(iso, kind, RUNS[name], 5)
             print(f"{kind:6} median {statistics.median(ts) * 1e3:8.1f} ms  "
                   f"min {min(ts) * 1e3:8.1f} ms  max {max(ts) * 1e3:8.1f} ms")

@@ -14,4 +14,15 @@ if [ "$rc" -eq 5 ]; then
     echo "ci: pytest collected no tests: failing" >&2
     exit 1
 fi
+[ "$rc" -eq 0 ] || exit "$rc"
+
+# The engine's own tests again with every backend kind in a backend host process
+# (docs/isolation.md): models, scripts and their callbacks, DAGs, batching, persistence,
+# replication, timeouts and the script ACL must not know the difference.
+echo "ci: the engine's tests again, with TF, TORCH and ONNX isolated (--isolate all)"
+if [ "$#" -eq 0 ]; then
+    .venv/bin/python -m pytest -v --isolate all tests/test_models.py tests/test_scripts.py \
+        tests/test_dag.py tests/test_batching.py tests/test_persistence.py \
+        tests/test_replication.py tests/test_timeouts.py tests/test_script_acl.py || rc=$?
+fi
 exit "$rc"

@@ -10,7 +10,7 @@
 #include "backend_loader.h"
 #include "config.h"
 
-#define LIST_FIELDS 14
+#define LIST_FIELDS 15
 #define UNKNOWN "unknown"
 
 /* RESP3 map, or the flat array Redis < 7 clients and RESP2 get. */
@@ -104,17 +104,19 @@ static void replyEntry(RedisModuleCtx *ctx, const RAI_BackendFolder *f,
     RedisModule_ReplyWithLongLong(ctx, lb ? __atomic_load_n(&lb->models, __ATOMIC_RELAXED) : 0);
     field(ctx, "scripts");
     RedisModule_ReplyWithLongLong(ctx, lb ? __atomic_load_n(&lb->scripts, __ATOMIC_RELAXED) : 0);
+    /* Beyond issue 12: whether it runs in a backend host (null: not loaded). */
+    field(ctx, "isolated");
+    stringOrNull(ctx, lb ? (lb->isolated ? "yes" : "no") : NULL);
 }
 
-/* A backend loaded from outside BACKENDSPATH's folders: no name, and the
- * manifest of the folder its real file lies in, if any. */
-static void describeElsewhere(RAI_BackendFolder *f, RAI_BackendKind kind,
-                              const RAI_LoadedBackend *lb) {
+/* A backend loaded from outside BACKENDSPATH's folders: its backend name,
+ * and the manifest of the folder its real file lies in, if any. */
+static void describeElsewhere(RAI_BackendFolder *f, const RAI_LoadedBackend *lb) {
     const char *slash = strrchr(lb->real, '/');
     size_t dirlen = slash ? (size_t)(slash - lb->real) : 0;
     char *dir = RedisModule_Alloc(dirlen + 2);
     snprintf(dir, dirlen + 2, "%.*s", (int)(dirlen ? dirlen : 1), dirlen ? lb->real : "/");
-    *f = (RAI_BackendFolder){.dir = dir, .has_kind = 1, .kind = kind};
+    *f = (RAI_BackendFolder){.name = lb->name, .dir = dir, .has_kind = 1, .kind = lb->kind};
     RAI_Error err;
     Error_Init(&err);
     f->manifest = BackendManifest_ReadFacts(dir, &f->facts, &err);
@@ -129,38 +131,45 @@ static void freeElsewhere(RAI_BackendFolder *f) {
     RedisModule_Free(f->manifest_error);
 }
 
-/* The loaded backend this folder's .so is, matched by real path. */
+/* The loaded backend of this folder: the one of its name, or for a link
+ * (the default link of a kind), the one its .so resolves to. */
 static const RAI_LoadedBackend *loadedFolder(const RAI_BackendFolder *f) {
     if (!f->has_kind || f->real == NULL) return NULL;
-    const RAI_LoadedBackend *lb = Backend_Loaded(f->kind);
-    return lb && lb->real && !strcmp(lb->real, f->real) ? lb : NULL;
+    for (size_t i = 0; i < Backend_LoadedCount(); i++) {
+        const RAI_LoadedBackend *lb = Backend_LoadedAt(i);
+        if (lb->kind != f->kind) continue;
+        if (!strcmp(lb->name, f->name)) return lb;
+        if (f->link && lb->real && !strcmp(lb->real, f->real)) return lb;
+    }
+    return NULL;
+}
+
+/* Whether a loaded backend is the file of none of the folders. */
+static int isElsewhere(const RAI_LoadedBackend *lb, const RAI_BackendFolder *folders, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (loadedFolder(&folders[i]) == lb) return 0;
+    }
+    return 1;
 }
 
 int BackendList_Reply(RedisModuleCtx *ctx) {
     size_t n;
     RAI_BackendFolder *folders = BackendDir_Scan(rai_config.backends_path, &n);
-    int elsewhere[RAI_BACKEND_KINDS] = {0};
+    size_t nloaded = Backend_LoadedCount();
     long total = (long)n;
-    for (int k = 0; k < RAI_BACKEND_KINDS; k++) {
-        if (Backend_Loaded((RAI_BackendKind)k) == NULL) continue;
-        elsewhere[k] = 1;
-        for (size_t i = 0; i < n; i++) {
-            if (folders[i].has_kind && folders[i].kind == (RAI_BackendKind)k &&
-                loadedFolder(&folders[i])) {
-                elsewhere[k] = 0;
-            }
-        }
-        total += elsewhere[k];
-    }
+    for (size_t i = 0; i < nloaded; i++) total += isElsewhere(Backend_LoadedAt(i), folders, n);
     RedisModule_ReplyWithArray(ctx, total);
     for (size_t i = 0; i < n; i++) replyEntry(ctx, &folders[i], loadedFolder(&folders[i]));
+    /* After the folders, by kind, then in load order. */
     for (int k = 0; k < RAI_BACKEND_KINDS; k++) {
-        if (!elsewhere[k]) continue;
-        RAI_BackendFolder f;
-        const RAI_LoadedBackend *lb = Backend_Loaded((RAI_BackendKind)k);
-        describeElsewhere(&f, (RAI_BackendKind)k, lb);
-        replyEntry(ctx, &f, lb);
-        freeElsewhere(&f);
+        for (size_t i = 0; i < nloaded; i++) {
+            const RAI_LoadedBackend *lb = Backend_LoadedAt(i);
+            if (lb->kind != (RAI_BackendKind)k || !isElsewhere(lb, folders, n)) continue;
+            RAI_BackendFolder f;
+            describeElsewhere(&f, lb);
+            replyEntry(ctx, &f, lb);
+            freeElsewhere(&f);
+        }
     }
     BackendDir_Free(folders, n);
     return REDISMODULE_OK;

@@ -1,16 +1,18 @@
 /*
  * backend_loader.c - dlopen()s backends and checks them before use.
  *
- * Order of checks, each with its own message naming the file: the type is
- * not loaded yet; the real path (symlinks resolved) exists and, with
+ * Order of checks, each with its own message naming the file: the kind has
+ * no in-process backend yet (for an in-process load); no loaded backend has
+ * the same name; the real path (symlinks resolved) exists and, with
  * BACKENDS_CONFINED, lies inside BACKENDSPATH; the file itself, read as
  * data (backend_file.c: ELF for this machine, not truncated, exports the
  * entry, ABI note of our major and the kind asked for); its folder's
- * manifest, when there is one (backend_manifest.c). Only then dlopen
- * (RTLD_NOW so that a missing library or symbol fails here, RTLD_LOCAL so
- * that frameworks never bind to each other's symbols); the entry symbol
- * exists; the entry accepts our host table; the descriptor's ABI major,
- * size and kind agree.
+ * manifest, when there is one (backend_manifest.c). Only then, for an
+ * isolated backend, Iso_Load (the proxy starts a backend host for the
+ * file); else dlopen (RTLD_NOW so that a missing library or symbol fails
+ * here, RTLD_LOCAL so that frameworks never bind to each other's symbols),
+ * the entry symbol exists, the entry accepts our host table. Either way,
+ * the descriptor's ABI major, size and kind agree.
  */
 #define _GNU_SOURCE /* pread, O_CLOEXEC, realpath under a strict -std */
 #include "backend_loader.h"
@@ -29,7 +31,13 @@
 #include "host_api.h"
 #include "iso_proxy.h"
 
-static RAI_LoadedBackend loaded[RAI_BACKEND_KINDS];
+/* Entries [0, nloaded) are complete: a load fills its entry, then publishes
+ * it by incrementing nloaded (release), so workers scanning the table
+ * (Backend_CountUse) never see a half-written one. Entries are never
+ * removed: a backend stays loaded for the server's life. */
+static RAI_LoadedBackend loaded[RAI_MAX_LOADED_BACKENDS];
+static size_t nloaded;
+static RAI_LoadedBackend *defaults[RAI_BACKEND_KINDS];
 
 /* spec 12.1: the files lazy loading looks for under BACKENDSPATH. */
 static const char *default_files[RAI_BACKEND_KINDS] = {
@@ -44,14 +52,86 @@ const char *Backend_FileName(RAI_BackendKind kind) {
     return strrchr(default_files[kind], '/') + 1;
 }
 
-void Backend_CountUse(RAI_BackendKind kind, int is_script, int delta) {
-    if ((unsigned)kind >= RAI_BACKEND_KINDS) return;
-    __atomic_add_fetch(is_script ? &loaded[kind].scripts : &loaded[kind].models, delta,
-                       __ATOMIC_RELAXED);
+size_t Backend_LoadedCount(void) {
+    return __atomic_load_n(&nloaded, __ATOMIC_ACQUIRE);
+}
+
+const RAI_LoadedBackend *Backend_LoadedAt(size_t i) {
+    return i < Backend_LoadedCount() ? &loaded[i] : NULL;
+}
+
+void Backend_CountUse(const RAI_BackendDescriptor *d, int is_script, int delta) {
+    size_t n = Backend_LoadedCount();
+    for (size_t i = 0; i < n; i++) {
+        if (loaded[i].desc != d) continue;
+        __atomic_add_fetch(is_script ? &loaded[i].scripts : &loaded[i].models, delta,
+                           __ATOMIC_RELAXED);
+        return;
+    }
 }
 
 const RAI_LoadedBackend *Backend_Loaded(RAI_BackendKind kind) {
-    return loaded[kind].desc ? &loaded[kind] : NULL;
+    if ((unsigned)kind >= RAI_BACKEND_KINDS) return NULL;
+    return defaults[kind];
+}
+
+const RAI_LoadedBackend *Backend_FindByName(const char *name) {
+    size_t n = Backend_LoadedCount();
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(loaded[i].name, name)) return &loaded[i];
+    }
+    return NULL;
+}
+
+static const RAI_LoadedBackend *inProcessOf(RAI_BackendKind kind) {
+    size_t n = Backend_LoadedCount();
+    for (size_t i = 0; i < n; i++) {
+        if (loaded[i].kind == kind && !loaded[i].isolated) return &loaded[i];
+    }
+    return NULL;
+}
+
+#define FOLDER_PREFIX "redisai_"
+
+static const char *baseName(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* A folder path's last part after "redisai_", or NULL when it is no
+ * `redisai_*` folder. */
+static char *folderName(const char *dir) {
+    const char *base = baseName(dir);
+    size_t n = strlen(FOLDER_PREFIX);
+    if (strncmp(base, FOLDER_PREFIX, n) || !base[n]) return NULL;
+    return RedisModule_Strdup(base + n);
+}
+
+/* A backend's name: the `redisai_<name>` folder its real file lies in (the
+ * default link redisai_onnxruntime, or a link to a folder's file, gives
+ * that folder: one name however the file was reached), else the folder of
+ * the path as given (a folder holding a link to a file elsewhere), else
+ * the file's stem. */
+static char *backendName(const char *full, const char *real) {
+    char *name = NULL;
+    const char *paths[2] = {real, full};
+    for (int i = 0; i < 2 && name == NULL; i++) {
+        char *dir = RedisModule_Strdup(paths[i]);
+        char *slash = strrchr(dir, '/');
+        if (slash) {
+            *slash = '\0';
+            name = folderName(dir);
+        }
+        RedisModule_Free(dir);
+    }
+    if (name) return name;
+    const char *base = baseName(full);
+    const char *dot = strrchr(base, '.');
+    size_t len = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+    name = RedisModule_Alloc(len + 1);
+    memcpy(name, base, len);
+    name[len] = '\0';
+    return name;
 }
 
 static double nowSeconds(void) {
@@ -86,10 +166,11 @@ static int checkConfined(const char *real, const char *shown, RAI_Error *err) {
 }
 
 static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path,
-                       RAI_Error *err) {
-    if (loaded[kind].desc) {
-        Error_SetFmt(err, "%s backend already loaded from %s", Backend_KindName(kind),
-                     loaded[kind].path);
+                       int isolated, const RAI_LoadedBackend **out, RAI_Error *err) {
+    isolated = isolated || (rai_config.isolate_kinds & (1u << kind));
+    const RAI_LoadedBackend *same = inProcessOf(kind);
+    if (!isolated && same) {
+        Error_SetFmt(err, "%s backend already loaded from %s", Backend_KindName(kind), same->path);
         return REDISMODULE_ERR;
     }
     char *full;
@@ -102,13 +183,27 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
     double start = nowSeconds();
     void *handle = NULL;
     int entry_ran = 0;
+    char *name = NULL;
 
-    /* Everything up to dlopen reads the file as data: nothing of it runs
-     * until it has passed every check. The real path is what is checked
-     * and then opened, so a symlink cannot lead the two apart. */
+    /* Everything up to dlopen (or the host's start) reads the file as data:
+     * nothing of it runs until it has passed every check. The real path is
+     * what is checked and then opened, so a symlink cannot lead the two
+     * apart. */
     char real[PATH_MAX];
     if (realpath(full, real) == NULL) {
         Error_SetFmt(err, "%s: cannot open: %s", full, strerror(errno));
+        goto fail;
+    }
+    name = backendName(full, real);
+    const RAI_LoadedBackend *named = Backend_FindByName(name);
+    if (named) {
+        Error_SetFmt(err, "a backend named %s is already loaded (from %s); %s would take the "
+                     "same name", name, named->path, full);
+        goto fail;
+    }
+    if (Backend_LoadedCount() == RAI_MAX_LOADED_BACKENDS) {
+        Error_SetFmt(err, "%s: cannot load: %d backends are loaded already, the most this "
+                     "server holds", full, RAI_MAX_LOADED_BACKENDS);
         goto fail;
     }
     if (rai_config.backends_confined && !checkConfined(real, full, err)) goto fail;
@@ -118,56 +213,52 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
     if (!BackendManifest_Verify(real, full, &manifest, err)) goto fail;
     double checks_seconds = nowSeconds() - start;
 
-    if (rai_config.isolate_kinds & (1u << kind)) {
-        const char *slash = strrchr(real, '/');
-        char name[256];
-        snprintf(name, sizeof(name), "%s", slash ? slash + 1 : real);
-        const RAI_BackendDescriptor *pd = Iso_Load(ctx, kind, name, real, full, err);
-        if (pd == NULL || !Backend_CheckDescriptor(pd, kind, full, err)) goto fail;
-        loaded[kind] = (RAI_LoadedBackend){
-            .desc = pd,
-            .path = full,
-            .real = RedisModule_Strdup(real),
-            .load_seconds = nowSeconds() - start,
-            .loaded_at = (long long)time(NULL),
-            .abi_major = note.abi_major,
-            .abi_minor = note.abi_minor,
-        };
-        return REDISMODULE_OK;
-    }
-
-    quietFrameworks();
-    handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
-    if (handle == NULL) {
-        const char *why = dlerror();
-        if (why == NULL) why = "unknown error";
-        /* dlerror names the file itself unless a library it NEEDs is the
-         * one missing; then name ours too. */
-        if (strstr(why, full)) {
-            Error_SetFmt(err, "dlopen failed: %s", why);
-        } else {
-            Error_SetFmt(err, "%s: dlopen failed: %s", full, why);
+    const RAI_BackendDescriptor *d;
+    if (isolated) {
+        /* The host runs the file; the proxy's descriptor stands for it. */
+        d = Iso_Load(ctx, kind, name, real, full, err);
+        if (d == NULL) goto fail;
+    } else {
+        quietFrameworks();
+        handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+        if (handle == NULL) {
+            const char *why = dlerror();
+            if (why == NULL) why = "unknown error";
+            /* dlerror names the file itself unless a library it NEEDs is
+             * the one missing; then name ours too. */
+            if (strstr(why, full)) {
+                Error_SetFmt(err, "dlopen failed: %s", why);
+            } else {
+                Error_SetFmt(err, "%s: dlopen failed: %s", full, why);
+            }
+            goto fail;
         }
-        goto fail;
+        RAI_BackendEntryFn entry = (RAI_BackendEntryFn)dlsym(handle, RAI_BACKEND_ENTRY_SYMBOL);
+        if (entry == NULL) {
+            Error_SetFmt(err, "%s: does not export the entry symbol %s", full,
+                         RAI_BACKEND_ENTRY_SYMBOL);
+            goto fail;
+        }
+        char why[512] = "";
+        entry_ran = 1;
+        d = entry(HostApi_Get(), why, sizeof(why));
+        if (d == NULL) {
+            Error_SetFmt(err, "%s: backend refused the host: %s", full,
+                         why[0] ? why : "no reason given");
+            goto fail;
+        }
     }
-    RAI_BackendEntryFn entry = (RAI_BackendEntryFn)dlsym(handle, RAI_BACKEND_ENTRY_SYMBOL);
-    if (entry == NULL) {
-        Error_SetFmt(err, "%s: does not export the entry symbol %s", full,
-                     RAI_BACKEND_ENTRY_SYMBOL);
-        goto fail;
-    }
-    char why[512] = "";
-    entry_ran = 1;
-    const RAI_BackendDescriptor *d = entry(HostApi_Get(), why, sizeof(why));
-    if (d == NULL) {
-        Error_SetFmt(err, "%s: backend refused the host: %s", full, why[0] ? why : "no reason given");
-        goto fail;
-    }
-    /* A second line behind the note: what the code says must agree. */
+    /* A second line behind the note: what the code (or the host, for the
+     * proxy's descriptor) says must agree. */
     if (!Backend_CheckDescriptor(d, kind, full, err)) goto fail;
 
-    loaded[kind] = (RAI_LoadedBackend){
+    size_t at = Backend_LoadedCount();
+    RAI_LoadedBackend *lb = &loaded[at];
+    *lb = (RAI_LoadedBackend){
         .desc = d,
+        .kind = kind,
+        .name = name,
+        .isolated = isolated,
         .path = full,
         .real = RedisModule_Strdup(real),
         .load_seconds = nowSeconds() - start,
@@ -175,12 +266,16 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
         .abi_major = note.abi_major,
         .abi_minor = note.abi_minor,
     };
+    __atomic_store_n(&nloaded, at + 1, __ATOMIC_RELEASE);
+    if (defaults[kind] == NULL) defaults[kind] = lb;
+    if (out) *out = lb;
     RedisModule_Log(ctx, "notice",
-                    "Loaded %s backend from %s: %s %s (%s), ABI %u.%u, %s, file checks %.3f ms, "
-                    "%.3f s", Backend_KindName(kind), full, d->framework, d->framework_version,
+                    "Loaded %s backend %s from %s%s: %s %s (%s), ABI %u.%u, %s, file checks "
+                    "%.3f ms, %.3f s", Backend_KindName(kind), name, full,
+                    isolated ? " into a backend host" : "", d->framework, d->framework_version,
                     d->variant, note.abi_major, note.abi_minor,
                     manifest ? "manifest verified" : "no manifest", checks_seconds * 1e3,
-                    loaded[kind].load_seconds);
+                    lb->load_seconds);
     return REDISMODULE_OK;
 
 fail:
@@ -190,16 +285,18 @@ fail:
      * later load): its handle stays open, a leak of one refused load. A
      * handle whose entry never ran holds nothing of ours and is closed. */
     if (handle && !entry_ran) dlclose(handle);
+    RedisModule_Free(name);
     RedisModule_Free(full);
     return REDISMODULE_ERR;
 }
 
-int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RAI_Error *err) {
-    if (kind != RAI_BACKEND_TFLITE) return loadBackend(ctx, kind, path, err);
+int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, int isolated,
+                 const RAI_LoadedBackend **out, RAI_Error *err) {
+    if (kind != RAI_BACKEND_TFLITE) return loadBackend(ctx, kind, path, isolated, out, err);
     /* Whatever went wrong, say why a TFLITE load cannot work in this build. */
     RAI_Error inner;
     Error_Init(&inner);
-    int rc = loadBackend(ctx, kind, path, &inner);
+    int rc = loadBackend(ctx, kind, path, isolated, out, &inner);
     if (rc != REDISMODULE_OK) {
         Error_SetFmt(err, "%s%s", Error_Message(&inner), RAI_TFLITE_UNAVAILABLE);
     }
@@ -209,9 +306,9 @@ int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RA
 
 const RAI_BackendDescriptor *Backend_Require(RedisModuleCtx *ctx, RAI_BackendKind kind,
                                              RAI_Error *err) {
-    if (loaded[kind].desc) return loaded[kind].desc;
-    if (Backend_Load(ctx, kind, default_files[kind], err) != REDISMODULE_OK) return NULL;
-    return loaded[kind].desc;
+    if (defaults[kind]) return defaults[kind]->desc;
+    if (Backend_Load(ctx, kind, default_files[kind], 0, NULL, err) != REDISMODULE_OK) return NULL;
+    return defaults[kind]->desc;
 }
 
 const RAI_BackendDescriptor *Backend_Get(RedisModuleCtx *ctx, RAI_BackendKind kind) {
@@ -224,4 +321,89 @@ const RAI_BackendDescriptor *Backend_Get(RedisModuleCtx *ctx, RAI_BackendKind ki
     }
     Error_Clear(&err);
     return d;
+}
+
+/* "a, b, c": the loaded backends of kind, then the folders of kind under
+ * BACKENDSPATH not loaded under that name; "none" when there are none. */
+static char *namesOfKind(RAI_BackendKind kind, const RAI_BackendFolder *folders, size_t nf) {
+    size_t len = 8, n = Backend_LoadedCount();
+    for (size_t i = 0; i < n; i++) len += strlen(loaded[i].name) + 2;
+    for (size_t i = 0; i < nf; i++) len += strlen(folders[i].name) + 2;
+    char *names = RedisModule_Alloc(len);
+    names[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (loaded[i].kind != kind) continue;
+        if (names[0]) strcat(names, ", ");
+        strcat(names, loaded[i].name);
+    }
+    for (size_t i = 0; i < nf; i++) {
+        const RAI_BackendFolder *f = &folders[i];
+        if (!f->has_kind || f->kind != kind || Backend_FindByName(f->name)) continue;
+        if (names[0]) strcat(names, ", ");
+        strcat(names, f->name);
+    }
+    if (!names[0]) strcpy(names, "none");
+    return names;
+}
+
+static const RAI_LoadedBackend *loadedByReal(const char *real) {
+    size_t n = Backend_LoadedCount();
+    for (size_t i = 0; real && i < n; i++) {
+        if (!strcmp(loaded[i].real, real)) return &loaded[i];
+    }
+    return NULL;
+}
+
+/* Whether real is the file lazy loading would load as the kind's default. */
+static int isDefaultFile(RAI_BackendKind kind, const char *real) {
+    char *full = Config_ResolvePath(default_files[kind]);
+    char def[PATH_MAX];
+    int same = real && realpath(full, def) && !strcmp(def, real);
+    RedisModule_Free(full);
+    return same;
+}
+
+const RAI_LoadedBackend *Backend_ResolveName(RedisModuleCtx *ctx, RAI_BackendKind kind,
+                                             const char *name, RAI_Error *err) {
+    const RAI_LoadedBackend *lb = Backend_FindByName(name);
+    if (lb && lb->kind != kind) {
+        Error_SetFmt(err, "ERR backend %s is a %s backend, not %s", name,
+                     Backend_KindName(lb->kind), Backend_KindName(kind));
+        return NULL;
+    }
+    if (lb) return lb;
+    size_t nf;
+    RAI_BackendFolder *folders = BackendDir_Scan(rai_config.backends_path, &nf);
+    const RAI_BackendFolder *f = NULL;
+    for (size_t i = 0; i < nf && f == NULL && BackendDir_IsName(name); i++) {
+        if (!strcmp(folders[i].name, name)) f = &folders[i];
+    }
+    if (f && f->has_kind && f->kind != kind) {
+        Error_SetFmt(err, "ERR backend %s is a %s backend, not %s", name,
+                     Backend_KindName(f->kind), Backend_KindName(kind));
+    } else if (f && f->has_kind) {
+        /* A folder that is a link to a loaded backend's folder (the
+         * default link `onnxruntime`): that backend. */
+        lb = f->link ? loadedByReal(f->real) : NULL;
+        if (lb == NULL) {
+            /* Naming the file lazy loading would pick, before anything of
+             * the kind is loaded, loads it as lazy loading would; any other
+             * folder is a second version: isolated. */
+            int isolated = !(defaults[kind] == NULL && isDefaultFile(kind, f->real));
+            RAI_Error why;
+            Error_Init(&why);
+            if (Backend_Load(ctx, kind, name, isolated, &lb, &why) != REDISMODULE_OK) {
+                Error_SetFmt(err, "ERR could not load %s backend %s: %s", Backend_KindName(kind),
+                             name, Error_Message(&why));
+                lb = NULL;
+            }
+            Error_Clear(&why);
+        }
+    } else {
+        char *names = namesOfKind(kind, folders, nf);
+        Error_SetFmt(err, "ERR no %s backend named %s: %s", Backend_KindName(kind), name, names);
+        RedisModule_Free(names);
+    }
+    BackendDir_Free(folders, nf);
+    return lb;
 }

@@ -1,6 +1,6 @@
 /*
  * backend_loader.h - finds, opens and checks backend .so files, and keeps
- * the one loaded backend of each kind. Everything a load can get wrong is
+ * the loaded backends (several per kind, by name). Everything a load can get wrong is
  * reported with the file and the reason.
  */
 #ifndef REDISAI_BACKEND_LOADER_H
@@ -18,8 +18,16 @@
     " (this build has no TFLITE backend: no package registry reachable here ships a "      \
     "TensorFlow Lite C library with headers)"
 
+/* Loaded backends: at most one in-process backend per kind, any number of
+ * isolated ones (each in its own backend host, docs/isolation.md) up to
+ * the proxy's slots; two never share a name. */
+#define RAI_MAX_LOADED_BACKENDS (RAI_BACKEND_KINDS + 16)
+
 typedef struct RAI_LoadedBackend {
-    const RAI_BackendDescriptor *desc; /* NULL while not loaded */
+    const RAI_BackendDescriptor *desc; /* in-process, or the proxy's for an isolated one */
+    RAI_BackendKind kind;
+    char *name;              /* its folder's name without "redisai_" (backendName) */
+    int isolated;            /* runs in a backend host process */
     char *path;
     char *real;              /* path with symlinks resolved: what was opened */
     double load_seconds;     /* how long the load took */
@@ -38,9 +46,21 @@ const char *Backend_FileName(RAI_BackendKind kind);
 
 /* Loads the backend at path (relative paths resolve against BACKENDSPATH;
  * a folder name such as "torch-2.13.0-cpu" picks that folder under it,
- * backend_dir.h).
- * Returns REDISMODULE_ERR with a reason in err that names the file. */
-int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, RAI_Error *err);
+ * backend_dir.h). It runs in a backend host when `isolated` is set or its
+ * kind is in ISOLATE; else in-process, refused when the kind already has
+ * an in-process backend. The first backend of a kind becomes its default.
+ * *out (may be NULL) gets the loaded backend. Returns REDISMODULE_ERR with
+ * a reason in err that names the file. Main thread. */
+int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, int isolated,
+                 const RAI_LoadedBackend **out, RAI_Error *err);
+/* The backend AI.MODELSTORE's `BACKEND <name>` names for kind: a loaded
+ * backend of that name, else the folder redisai_<name> under BACKENDSPATH,
+ * loaded now (in-process when it is the file lazy loading would load as
+ * the kind's default and no default is loaded yet, else isolated). NULL
+ * with `ERR no <KIND> backend named <name>: <names>`, `ERR backend <name>
+ * is a <KIND> backend, not <KIND>` or the load's reason in err. */
+const RAI_LoadedBackend *Backend_ResolveName(RedisModuleCtx *ctx, RAI_BackendKind kind,
+                                             const char *name, RAI_Error *err);
 /* The loaded backend of this kind, loading its default file from
  * BACKENDSPATH first if needed; NULL, with the reason in err, if that
  * fails. */
@@ -56,10 +76,15 @@ int Backend_HasScripts(const RAI_BackendDescriptor *d);
  * live in backend_check.c, which the backend host compiles in too. */
 int Backend_CheckDescriptor(const RAI_BackendDescriptor *d, RAI_BackendKind kind,
                             const char *path, RAI_Error *err);
-/* The loaded backend, or NULL; never loads. */
+/* The kind's default backend (the first loaded), or NULL; never loads. */
 const RAI_LoadedBackend *Backend_Loaded(RAI_BackendKind kind);
-/* A model or script built on the kind's backend (+1), or freed (-1): the
- * counts AI.CONFIG LIST shows. Any thread. */
-void Backend_CountUse(RAI_BackendKind kind, int is_script, int delta);
+/* The loaded backend of that name, or NULL. */
+const RAI_LoadedBackend *Backend_FindByName(const char *name);
+/* The i-th loaded backend in load order, i < Backend_LoadedCount(). */
+size_t Backend_LoadedCount(void);
+const RAI_LoadedBackend *Backend_LoadedAt(size_t i);
+/* A model or script built on the backend of descriptor d (+1), or freed
+ * (-1): the counts AI.CONFIG LIST shows. Any thread. */
+void Backend_CountUse(const RAI_BackendDescriptor *d, int is_script, int delta);
 
 #endif

@@ -83,7 +83,7 @@ static int applyLoadArg(RedisModuleCtx *ctx, RedisModuleString *k, RedisModuleSt
     if (Backend_ParseKind(key, &kind)) {
         RAI_Error err;
         Error_Init(&err);
-        int ok = Backend_Load(ctx, kind, val, &err) == REDISMODULE_OK;
+        int ok = Backend_Load(ctx, kind, val, 0, NULL, &err) == REDISMODULE_OK;
         if (!ok) {
             RedisModule_Log(ctx, "warning", "%s", Error_Message(&err));
         }
@@ -111,36 +111,59 @@ static int applyLoadArg(RedisModuleCtx *ctx, RedisModuleString *k, RedisModuleSt
     return 0;
 }
 
+/* The arguments read before any backend loads, whatever their order:
+ * where relative backend paths resolve, whether they are confined there,
+ * and which kinds run isolated and how long a host may take to start.
+ * Returns 0 after logging the reason for a bad value. */
+static int applyEarlyArg(RedisModuleCtx *ctx, const char *key, const char *val,
+                         RedisModuleString *v) {
+    if (!strcasecmp(key, "BACKENDSPATH")) {
+        setBackendsPath(val);
+    } else if (!strcasecmp(key, "BACKENDS_CONFINED")) {
+        if (strcasecmp(val, "yes") && strcasecmp(val, "no")) {
+            RedisModule_Log(ctx, "warning",
+                            "ERR error processing argument: %s %s (expected yes or no)", key, val);
+            return 0;
+        }
+        rai_config.backends_confined = !strcasecmp(val, "yes");
+    } else if (!strcasecmp(key, "ISOLATE")) {
+        RAI_BackendKind kind;
+        if (!Backend_ParseKind(val, &kind)) {
+            RedisModule_Log(ctx, "warning",
+                            "ERR error processing argument: %s %s (expected a backend kind: TF, "
+                            "TFLITE, TORCH or ONNX)", key, val);
+            return 0;
+        }
+        rai_config.isolate_kinds |= 1u << kind;
+    } else if (!strcasecmp(key, "BACKEND_START_TIMEOUT")) {
+        if (!parsePositive(v, RAI_MIN_BACKEND_START_TIMEOUT, &rai_config.backend_start_timeout)) {
+            RedisModule_Log(ctx, "warning",
+                            "ERR error processing argument: %s %s (expected milliseconds, an "
+                            "integer of at least %d)", key, val, RAI_MIN_BACKEND_START_TIMEOUT);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int isEarlyArg(const char *key) {
+    return !strcasecmp(key, "BACKENDSPATH") || !strcasecmp(key, "BACKENDS_CONFINED") ||
+           !strcasecmp(key, "ISOLATE") || !strcasecmp(key, "BACKEND_START_TIMEOUT");
+}
+
 int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc % 2 != 0) {
         RedisModule_Log(ctx, "warning",
                         "ERR module arguments must be key value pairs, got %d arguments", argc);
         return REDISMODULE_ERR;
     }
-    /* BACKENDSPATH and BACKENDS_CONFINED first, so relative backend paths
-     * resolve against the one and are confined by the other whatever the
-     * order of the arguments. */
+    /* BACKENDSPATH, BACKENDS_CONFINED, ISOLATE and BACKEND_START_TIMEOUT
+     * first, so that every backend argument is resolved, confined and
+     * isolated by them whatever the order of the arguments. */
     for (int i = 0; i < argc; i += 2) {
         const char *key = RedisModule_StringPtrLen(argv[i], NULL);
         const char *val = RedisModule_StringPtrLen(argv[i + 1], NULL);
-        if (!strcasecmp(key, "BACKENDSPATH")) {
-            setBackendsPath(val);
-        } else if (!strcasecmp(key, "BACKENDS_CONFINED")) {
-            if (strcasecmp(val, "yes") && strcasecmp(val, "no")) {
-                RedisModule_Log(ctx, "warning",
-                                "ERR error processing argument: %s %s (expected yes or no)", key,
-                                val);
-                return REDISMODULE_ERR;
-            }
-            rai_config.backends_confined = !strcasecmp(val, "yes");
-        } else if (!strcasecmp(key, "ISOLATE")) {
-            RAI_BackendKind kind;
-            if (!Backend_ParseKind(val, &kind)) {
-                RedisModule_Log(ctx, "warning", "ERR error processing argument: ISOLATE %s", val);
-                return REDISMODULE_ERR;
-            }
-            rai_config.isolate_kinds |= 1u << kind;
-        }
+        if (!applyEarlyArg(ctx, key, val, argv[i + 1])) return REDISMODULE_ERR;
     }
     /* Then the settings, then the backends: an isolated backend's host gets
      * the settings once, in its hello, so MODEL_EXECUTION_TIMEOUT after
@@ -149,10 +172,7 @@ int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
         for (int i = 0; i < argc; i += 2) {
             const char *key = RedisModule_StringPtrLen(argv[i], NULL);
             RAI_BackendKind kind;
-            if (!strcasecmp(key, "BACKENDSPATH") || !strcasecmp(key, "BACKENDS_CONFINED") ||
-                !strcasecmp(key, "ISOLATE"))
-                continue;
-            if (Backend_ParseKind(key, &kind) != (pass == 1)) continue;
+            if (isEarlyArg(key) || Backend_ParseKind(key, &kind) != (pass == 1)) continue;
             if (!applyLoadArg(ctx, argv[i], argv[i + 1])) {
                 RedisModule_Log(ctx, "warning", "ERR error processing argument: %s %s", key,
                                 RedisModule_StringPtrLen(argv[i + 1], NULL));
@@ -227,22 +247,28 @@ static int configGet(RedisModuleCtx *ctx, RedisModuleString *name) {
     return RedisModule_ReplyWithNull(ctx);
 }
 
-/* AI.CONFIG LOADBACKEND <type> <path|name> | BACKENDSPATH <path> |
+/* AI.CONFIG LOADBACKEND <type> <path|name> [ISOLATED] | BACKENDSPATH <path> |
  *           MODEL_CHUNK_SIZE <bytes> | GET <name> | LIST */
 int Config_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 2) return RedisModule_WrongArity(ctx);
     const char *sub = RedisModule_StringPtrLen(argv[1], NULL);
 
     if (!strcasecmp(sub, "LOADBACKEND")) {
-        if (argc < 4) return RedisModule_WrongArity(ctx);
+        if (argc < 4 || argc > 5) return RedisModule_WrongArity(ctx);
         if (!mayLoadCode(ctx, "loadbackend", argv[3])) return REDISMODULE_OK;
         RAI_BackendKind kind;
         if (!Backend_ParseKind(RedisModule_StringPtrLen(argv[2], NULL), &kind)) {
             return RedisModule_ReplyWithError(ctx, "ERR unsupported backend");
         }
+        int isolated = argc == 5;
+        if (isolated && strcasecmp(RedisModule_StringPtrLen(argv[4], NULL), "ISOLATED")) {
+            return RedisModule_ReplyWithError(
+                ctx, "ERR LOADBACKEND: unexpected argument after the path (expected ISOLATED)");
+        }
         RAI_Error err;
         Error_Init(&err);
-        if (Backend_Load(ctx, kind, RedisModule_StringPtrLen(argv[3], NULL), &err) !=
+        if (Backend_Load(ctx, kind, RedisModule_StringPtrLen(argv[3], NULL), isolated, NULL,
+                         &err) !=
             REDISMODULE_OK) {
             RedisModule_Log(ctx, "warning", "%s", Error_Message(&err));
             char *reply = NULL;

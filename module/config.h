@@ -29,6 +29,7 @@ typedef struct RAI_Config {
 
 extern RAI_Config rai_config;
 
+#define RAI_MIN_BACKEND_START_TIMEOUT 1000 /* ms */
 #define RAI_DEFAULT_MODEL_CHUNK_SIZE (511LL * 1024 * 1024) /* 535822336, as RedisAI 1.2 */
 
 /* Sets defaults; module_path is the file redisai.so was loaded from. */

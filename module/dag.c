@@ -52,6 +52,26 @@ RAI_DagOp *Dag_AddOp(RAI_Dag *dag, RAI_DagOpKind kind) {
     return op;
 }
 
+void Dag_SetOpKey(RAI_DagOp *op, RedisModuleString *key) {
+    const char *p = RedisModule_StringPtrLen(key, &op->key_len);
+    op->key = RedisModule_Alloc(op->key_len + 1);
+    memcpy(op->key, p, op->key_len);
+    op->key[op->key_len] = '\0';
+}
+
+/* The key a run is for: recorded at parse time; for an op built by the
+ * LLAPI, the key its model or script is stored at, if any. */
+static void runInfoKey(const RAI_DagOp *op, RAI_RunInfo *info) {
+    if (op->key) {
+        info->key = op->key;
+        info->key_len = op->key_len;
+        return;
+    }
+    const RAI_RunStats *st = op->kind == DAG_OP_MODEL ? (op->model ? op->model->stats : NULL)
+                                                      : (op->script ? op->script->stats : NULL);
+    info->key = RunStats_Key(st, &info->key_len);
+}
+
 void Dag_CopyStrings(RAI_StringList *list, RedisModuleString **argv, size_t n) {
     list->n = n;
     list->items = RedisModule_Alloc(sizeof(char *) * (n ? n : 1));
@@ -117,6 +137,7 @@ void Dag_Free(RAI_Dag *dag) {
         if (op->function) RedisModule_Free(op->function);
         freeStrings(&op->keys);
         freeStrings(&op->args);
+        if (op->key) RedisModule_Free(op->key);
         if (op->inputs) RedisModule_Free(op->inputs);
         if (op->outputs) RedisModule_Free(op->outputs);
         Error_Clear(&op->err);
@@ -179,6 +200,7 @@ static void runOp(RAI_Dag *dag, RAI_DagOp *op) {
     RAI_Tensor **outs = RedisModule_Calloc(op->noutputs ? op->noutputs : 1, sizeof(RAI_Tensor *));
     for (size_t i = 0; i < op->ninputs; i++) ins[i] = dag->slots[op->inputs[i]];
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
+    runInfoKey(op, &info);
     /* Redis's interval encloses duration_us: SLOWLOG >= AI.INFO's figure. */
     measureStart(dag);
     long long start = nowUs();
@@ -334,7 +356,10 @@ void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
     RAI_Tensor **outs = RedisModule_Calloc(noutputs ? noutputs : 1, sizeof(RAI_Tensor *));
     for (size_t i = 0; i < ninputs; i++) ins[i] = concatInputs(dags, n, i);
 
+    /* The batch runs for several requests, possibly through different keys
+     * of one model: the first op's key names it. */
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
+    runInfoKey(op0, &info);
     RAI_Error err;
     Error_Init(&err);
     RAI_Model *m = op0->model;

@@ -45,6 +45,8 @@ typedef struct RAI_DagOp {
     RAI_DagOpState state;
     RAI_Model *model;   /* DAG_OP_MODEL: a reference */
     RAI_Script *script; /* DAG_OP_SCRIPT: a reference */
+    char *key;          /* MODEL/SCRIPT: the key it was read from (RAI_RunInfo.key) */
+    size_t key_len;
     char *function;     /* DAG_OP_SCRIPT */
     int entry_point;    /* DAG_OP_SCRIPT: function is one of the entry points */
     RAI_StringList keys;
@@ -89,6 +91,9 @@ void Dag_Free(RAI_Dag *dag);
 /* A new slot holding t (a reference the DAG takes over; may be NULL). */
 size_t Dag_AddSlot(RAI_Dag *dag, RAI_Tensor *t);
 RAI_DagOp *Dag_AddOp(RAI_Dag *dag, RAI_DagOpKind kind);
+/* Records the key op's model or script was read from (copied): backends
+ * get it in RAI_RunInfo.key to name it in their errors. */
+void Dag_SetOpKey(RAI_DagOp *op, RedisModuleString *key);
 /* Copies argv[0..n-1] into list. */
 void Dag_CopyStrings(RAI_StringList *list, RedisModuleString **argv, size_t n);
 /* For standalone commands: binds op's inputs to the keyspace tensors at

@@ -160,6 +160,7 @@ static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *n
         RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_MODEL);
         op->model = a.model;
         op->queue = a.model->queue;
+        Dag_SetOpKey(op, argv[1]);
         return bindOp(dag, op, names, a.inputs, (size_t)a.ninputs, a.outputs, (size_t)a.noutputs,
                       err);
     }
@@ -188,6 +189,7 @@ static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *n
         op->script = a.script;
         a.script = NULL;
         op->queue = op->script->queue;
+        Dag_SetOpKey(op, argv[1]);
         op->function = RedisModule_Strdup(RedisModule_StringPtrLen(a.function, NULL));
         op->entry_point = Script_IsEntryPoint(op->script, op->function);
         Dag_CopyStrings(&op->keys, a.keys.argv, (size_t)a.keys.n);

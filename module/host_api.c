@@ -332,7 +332,12 @@ static int hostModelExecute(const char *key, size_t key_len, RAI_Tensor *const *
     } else if (m->noutputs != 0 && noutputs != m->noutputs) {
         Error_Set(err, "Number of keys given as OUTPUTS here does not match model definition");
     } else {
-        RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
+        RAI_RunInfo info = {
+            .size = sizeof(RAI_RunInfo),
+            .worker_index = RunQueue_WorkerIndex(),
+            .key = key,
+            .key_len = key_len,
+        };
         rc = m->be->model_run(m->handle, &info, inputs, ninputs, outputs, noutputs, err);
         for (size_t i = 0; rc == 0 && i < noutputs; i++) {
             if (outputs[i] == NULL) {

@@ -342,6 +342,7 @@ int RedisAI_ModelRun(RAI_ModelRunCtx **mctxs, long long n, RAI_Error *err) {
     for (long long k = 0; k < n; k++) total += r.rows[k];
 
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
+    info.key = RunStats_Key(m->stats, &info.key_len);
     long long start = nowUs();
     int run = m->be->model_run(m->handle, &info, ins, r.nin, outs, r.nout, err);
     long long duration = nowUs() - start;

@@ -178,6 +178,7 @@ int RedisAI_ScriptRun(RAI_ScriptRunCtx *sctx, RAI_Error *err) {
         .noutputs = sctx->noutputs,
     };
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
+    info.key = RunStats_Key(s->stats, &info.key_len);
     long long start = nowUs();
     int rc = s->be->script_run(s->handle, &info, &call, outs, err);
     long long duration = nowUs() - start;

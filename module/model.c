@@ -22,9 +22,52 @@ static void freeNames(size_t n, char **names) {
     RedisModule_Free(names);
 }
 
+static long fallback_models; /* atomic */
+
+long Model_FallbackCount(void) {
+    return __atomic_load_n(&fallback_models, __ATOMIC_RELAXED);
+}
+
+/* The named backend's descriptor. When it cannot be had and p allows it,
+ * the kind's default's, with *fallback set and a warning naming the key,
+ * the backend wanted and the one used; else NULL after err. */
+static const RAI_BackendDescriptor *namedBackend(RedisModuleCtx *ctx, const RAI_ModelParams *p,
+                                                 int *fallback, RAI_Error *err) {
+    RAI_Error why;
+    Error_Init(&why);
+    const RAI_LoadedBackend *lb = Backend_ResolveName(ctx, p->backend, p->backend_name, &why);
+    const RAI_BackendDescriptor *be = lb ? lb->desc : NULL;
+    if (lb == NULL && !p->name_fallback) {
+        Error_Set(err, Error_Message(&why));
+    } else if (lb == NULL) {
+        be = Backend_Get(ctx, p->backend);
+        const RAI_LoadedBackend *def = Backend_Loaded(p->backend);
+        if (be && def) {
+            *fallback = 1;
+            RedisModule_Log(ctx, "warning",
+                            "Model %.*s wants the %s backend %s, which cannot be used here (%s): "
+                            "built on the kind's default backend %s instead, the name kept",
+                            (int)(p->key ? p->key_len : 0), p->key ? p->key : "",
+                            Backend_KindName(p->backend), p->backend_name, Error_Message(&why),
+                            def->name);
+        } else {
+            be = NULL;
+            Error_Set(err, "ERR Could not load backend");
+        }
+    }
+    Error_Clear(&why);
+    return be;
+}
+
 RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blob,
                         size_t blob_len, RAI_Error *err) {
-    const RAI_BackendDescriptor *be = Backend_Get(ctx, p->backend);
+    int fallback = 0;
+    const RAI_BackendDescriptor *be = p->backend_name ? namedBackend(ctx, p, &fallback, err)
+                                                      : Backend_Get(ctx, p->backend);
+    if (be == NULL && p->backend_name) {
+        RedisModule_Free(blob);
+        return NULL;
+    }
     if (be == NULL) {
         RedisModule_Free(blob);
         if (p->backend == RAI_BACKEND_TFLITE) {
@@ -45,6 +88,8 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
         .inputs = p->inputs,
         .noutputs = p->noutputs,
         .outputs = p->outputs,
+        .key = p->key ? p->key : "",
+        .key_len = p->key ? p->key_len : 0,
     };
     RAI_ModelNames names = {0};
     void *handle = be->model_create(&spec, &names, err);
@@ -82,10 +127,13 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
         .blob = blob,
         .blob_len = blob_len,
         .queue = queue,
+        .backend_name = p->backend_name ? RedisModule_Strdup(p->backend_name) : NULL,
+        .on_fallback = fallback,
     };
+    if (fallback) __atomic_add_fetch(&fallback_models, 1, __ATOMIC_RELAXED);
     memcpy(m->tag, p->tag, p->tag_len);
     m->tag[p->tag_len] = '\0';
-    Backend_CountUse(m->backend, 0, +1);
+    Backend_CountUse(m->be, 0, +1);
     if (names.inputs) {
         m->ninputs = names.ninputs;
         m->inputs = names.inputs;
@@ -112,10 +160,12 @@ void Model_Release(RAI_Model *m) {
     if (m == NULL) return;
     if (__atomic_sub_fetch(&m->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
     m->be->model_free(m->handle);
-    Backend_CountUse(m->backend, 0, -1);
+    Backend_CountUse(m->be, 0, -1);
     RunStats_Free(m->stats);
     freeNames(m->ninputs, m->inputs);
     freeNames(m->noutputs, m->outputs);
+    if (m->on_fallback) __atomic_sub_fetch(&fallback_models, 1, __ATOMIC_RELAXED);
+    RedisModule_Free(m->backend_name);
     RedisModule_Free(m->device_str);
     RedisModule_Free(m->tag);
     RedisModule_Free(m->blob);

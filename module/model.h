@@ -41,6 +41,12 @@ typedef struct RAI_Model {
     size_t blob_len;
     struct RAI_RunQueue *queue;
     struct RAI_RunStats *stats; /* set once stored at a key */
+    /* MODELSTORE's `BACKEND <name>`, kept as given (saved, replicated,
+     * shown by META); NULL when none was given. */
+    char *backend_name;
+    /* The named backend was missing here and the kind's default runs the
+     * model instead (replica, AOF or RDB load: Model_FallbackCount). */
+    int on_fallback;
 } RAI_Model;
 
 /* Everything MODELSTORE/MODELSET and RDB load gather before building. */
@@ -58,13 +64,29 @@ typedef struct RAI_ModelParams {
     const char *const *inputs;
     size_t noutputs;
     const char *const *outputs;
+    /* The key the model is being stored at (RAI_ModelSpec.key); NULL when
+     * unknown (the LLAPI): "" to the backend. */
+    const char *key;
+    size_t key_len;
+    /* Build on the backend of this name (Backend_ResolveName); NULL: the
+     * kind's default. */
+    const char *backend_name;
+    /* When that backend cannot be had, build on the kind's default instead
+     * (keeping the name) rather than fail: set for what Redis must accept,
+     * a replicated or AOF command and an RDB load. */
+    int name_fallback;
 } RAI_ModelParams;
 
-/* Builds a model through its backend (loading the backend lazily). Takes
- * ownership of blob (RedisModule_Alloc'd) whatever the outcome. */
+/* Builds a model through its backend (the named one, else the kind's
+ * default, loading it if needed). Takes ownership of blob (RedisModule_Alloc'd)
+ * whatever the outcome: the model keeps it, and Model_Release gives the
+ * backend's handle back (model_free) before freeing it, so a backend may
+ * keep pointing into the blob for the handle's life. */
 RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blob,
                         size_t blob_len, RAI_Error *err);
 RAI_Model *Model_Retain(RAI_Model *m);
+/* Models alive on their kind's default instead of their named backend. */
+long Model_FallbackCount(void);
 /* Main thread only once the model has stats (it is, or was, at a key). */
 void Model_Release(RAI_Model *m);
 /* Gives the model fresh statistics under keyname. */

@@ -69,6 +69,13 @@ static int storeModel(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Model
                       char *blob, size_t blob_len) {
     RAI_Error err;
     Error_Init(&err);
+    p->key = RedisModule_StringPtrLen(keyname, &p->key_len);
+    /* What Redis must accept (the master's stream, the AOF) is built on the
+     * kind's default when the named backend is missing here; a client's
+     * own command is refused. */
+    int flags = RedisModule_GetContextFlags(ctx);
+    p->name_fallback =
+        (flags & (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING)) != 0;
     RAI_Model *m = Model_Create(ctx, p, blob, blob_len, &err);
     if (m == NULL) {
         RedisModule_ReplyWithError(ctx, Error_Message(&err));
@@ -91,7 +98,7 @@ static int storeModel(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Model
 
 /* -------------------------------- MODELSTORE ------------------------------ */
 
-/* AI.MODELSTORE key backend device [TAG t] [BATCHSIZE n] [MINBATCHSIZE m]
+/* AI.MODELSTORE key backend device [BACKEND name] [TAG t] [BATCHSIZE n] [MINBATCHSIZE m]
  *   [MINBATCHTIMEOUT ms] [INPUTS n name... OUTPUTS m name...] BLOB chunk... */
 int ModelStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 6) return RedisModule_WrongArity(ctx);
@@ -104,6 +111,17 @@ int ModelStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         return replyErr(ctx, "ERR Invalid DEVICE");
     }
     int pos = 4;
+    /* Beyond 1.2: BACKEND <name>, positional right after the device, so a
+     * TAG value spelled BACKEND is no ambiguity. */
+    if (pos < argc && Args_TokenIs(argv[pos], "BACKEND")) {
+        size_t len;
+        if (pos + 1 >= argc) return replyErr(ctx, "ERR BACKEND: missing backend name");
+        p.backend_name = RedisModule_StringPtrLen(argv[pos + 1], &len);
+        if (len == 0 || strlen(p.backend_name) != len) {
+            return replyErr(ctx, "ERR BACKEND: invalid backend name");
+        }
+        pos += 2;
+    }
     if (pos + 1 < argc && Args_TokenIs(argv[pos], "TAG")) {
         p.tag = RedisModule_StringPtrLen(argv[pos + 1], &p.tag_len);
         pos += 2;
@@ -339,7 +357,9 @@ int ModelGet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
         return REDISMODULE_OK;
     }
     int with_blob = !(meta && !blob);
-    RedisModule_ReplyWithArray(ctx, with_blob ? 18 : 16);
+    /* backend_name only for a model stored with one: other replies stay
+     * 1.2's 16 (or 18) elements. */
+    RedisModule_ReplyWithArray(ctx, (with_blob ? 18 : 16) + (m->backend_name ? 2 : 0));
     RedisModule_ReplyWithCString(ctx, "backend");
     RedisModule_ReplyWithCString(ctx, Backend_KindName(m->backend));
     RedisModule_ReplyWithCString(ctx, "device");
@@ -359,6 +379,11 @@ int ModelGet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     if (with_blob) {
         RedisModule_ReplyWithCString(ctx, "blob");
         replyBlob(ctx, m);
+    }
+    /* Last, so that every 1.2 field keeps its position. */
+    if (m->backend_name) {
+        RedisModule_ReplyWithCString(ctx, "backend_name");
+        RedisModule_ReplyWithCString(ctx, m->backend_name);
     }
     Model_Release(m);
     return REDISMODULE_OK;

@@ -134,7 +134,7 @@ int ModelRun_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int 
 
 /* Snapshots the input tensors, builds the one-op DAG and starts it.
  * Consumes the model reference in a. */
-static int startExecution(RedisModuleCtx *ctx, ExecuteArgs *a) {
+static int startExecution(RedisModuleCtx *ctx, RedisModuleString *key, ExecuteArgs *a) {
     RAI_Error err;
     Error_Init(&err);
     RAI_Dag *dag = Dag_New();
@@ -143,6 +143,7 @@ static int startExecution(RedisModuleCtx *ctx, ExecuteArgs *a) {
     RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_MODEL);
     op->model = a->model;
     op->queue = a->model->queue;
+    Dag_SetOpKey(op, key);
     if (Dag_BindKeys(ctx, dag, op, a->inputs, (size_t)a->ninputs, a->outputs,
                      (size_t)a->noutputs, &err) != REDISMODULE_OK) {
         RedisModule_ReplyWithError(ctx, Error_Message(&err));
@@ -166,7 +167,7 @@ static int execute(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Pars
         Error_Clear(&err);
         return REDISMODULE_OK;
     }
-    return startExecution(ctx, &a);
+    return startExecution(ctx, argv[1], &a);
 }
 
 /* --------------------------------- keys ----------------------------------- */

@@ -1,11 +1,13 @@
 /*
- * model_type.c - type methods of AI__MODEL. RDB layout, encoding version 4
- * (spec 17): U backend, Buf* device, Str tag, U batchsize, U minbatchsize,
- * U minbatchtimeout, U n_in, Buf* name x n_in, U n_out, Buf* name x n_out,
- * U blob length, U chunk count, Buf chunk x count. Older encodings differ
- * only in that v0 saved the tag as a Buf* and the blob as one Buf, and v0
- * and v1 had no minbatchtimeout. Loading rebuilds the model through its
- * backend, loading the backend lazily if needed.
+ * model_type.c - type methods of AI__MODEL. RDB layout, encoding version 5
+ * (spec 17, docs/isolation.md): U backend, Buf* device, Buf* backend name
+ * (empty: none), Str tag, U batchsize, U minbatchsize, U minbatchtimeout,
+ * U n_in, Buf* name x n_in, U n_out, Buf* name x n_out, U blob length,
+ * U chunk count, Buf chunk x count. Older encodings differ only in that v4
+ * and older have no backend name, v0 saved the tag as a Buf* and the blob
+ * as one Buf, and v0 and v1 had no minbatchtimeout. Loading rebuilds the
+ * model through its backend (the named one, else the kind's default when
+ * it is missing here), loading the backend lazily if needed.
  */
 #include "model_type.h"
 
@@ -27,6 +29,7 @@ RedisModuleType *RAI_ModelType = NULL;
 typedef struct ModelFields {
     RAI_BackendKind backend;
     char *device;
+    char *backend_name; /* NULL: none */
     char *tag;
     size_t tag_len;
     long long batchsize;
@@ -50,6 +53,7 @@ static void freeStrings(char **v, size_t n) {
 
 static void freeFields(ModelFields *f) {
     if (f->device) RedisModule_Free(f->device);
+    if (f->backend_name) RedisModule_Free(f->backend_name);
     if (f->tag) RedisModule_Free(f->tag);
     freeStrings(f->inputs, f->ninputs);
     freeStrings(f->outputs, f->noutputs);
@@ -121,6 +125,17 @@ static int loadChunkedBlob(RedisModuleIO *io, ModelFields *f) {
 static int loadFields(RedisModuleIO *io, int encver, ModelFields *f) {
     f->backend = (RAI_BackendKind)RedisModule_LoadUnsigned(io);
     f->device = RdbIO_LoadCString(io, NULL);
+    if (encver >= 5) {
+        size_t len = 0;
+        f->backend_name = RdbIO_LoadCString(io, &len);
+        if (f->backend_name == NULL) return 0;
+        if (len == 0 || strlen(f->backend_name) != len) {
+            /* Empty: stored without a name. */
+            RedisModule_Free(f->backend_name);
+            f->backend_name = NULL;
+            if (len != 0) return 0;
+        }
+    }
     f->tag = encver >= 1 ? RdbIO_LoadBytes(io, &f->tag_len) : RdbIO_LoadCString(io, &f->tag_len);
     f->batchsize = (long long)RedisModule_LoadUnsigned(io);
     f->minbatchsize = (long long)RedisModule_LoadUnsigned(io);
@@ -150,8 +165,10 @@ static void *ModelRdbLoad(RedisModuleIO *io, int encver) {
         !Device_ParseLoose(f.device, &kind, &id)) {
         goto ioerr;
     }
-    /* Separately, so that the log gives the reason (file, dlerror text). */
-    if (Backend_Require(NULL, f.backend, &err) == NULL) {
+    /* Separately, so that the log gives the reason (file, dlerror text). A
+     * named model finds its backend, or falls back to the default, in
+     * Model_Create. */
+    if (f.backend_name == NULL && Backend_Require(NULL, f.backend, &err) == NULL) {
         RedisModule_LogIOError(io, "warning", "Failed loading AI__MODEL %s: the %s backend: %s",
                                RdbIO_KeyName(io), Backend_KindName(f.backend),
                                Error_Message(&err));
@@ -171,7 +188,11 @@ static void *ModelRdbLoad(RedisModuleIO *io, int encver) {
         .inputs = (const char *const *)f.inputs,
         .noutputs = f.noutputs,
         .outputs = (const char *const *)f.outputs,
+        .backend_name = f.backend_name,
+        .name_fallback = 1, /* refusing would fail the whole RDB load */
     };
+    const RedisModuleString *loading = RedisModule_GetKeyNameFromIO(io);
+    if (loading) p.key = RedisModule_StringPtrLen(loading, &p.key_len);
     m = Model_Create(NULL, &p, f.blob, f.blob_len, &err);
     f.blob = NULL;
     if (m == NULL) {
@@ -202,6 +223,7 @@ static void ModelRdbSave(RedisModuleIO *io, void *value) {
     size_t nchunks = Model_ChunkCount(m->blob_len, chunk);
     RedisModule_SaveUnsigned(io, m->backend);
     RdbIO_SaveCString(io, m->device_str);
+    RdbIO_SaveCString(io, m->backend_name ? m->backend_name : "");
     RedisModule_SaveStringBuffer(io, m->tag, m->tag_len);
     RedisModule_SaveUnsigned(io, m->batchsize);
     RedisModule_SaveUnsigned(io, m->minbatchsize);
@@ -224,13 +246,19 @@ static void ModelAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *va
     RedisModuleCtx *ctx = RedisModule_GetContextFromIO(aof);
     size_t chunk = (size_t)rai_config.model_chunk_size;
     size_t nchunks = Model_ChunkCount(m->blob_len, chunk);
-    size_t max = 16 + m->ninputs + m->noutputs + nchunks;
+    size_t max = 18 + m->ninputs + m->noutputs + nchunks;
     RedisModuleString **args = RedisModule_Alloc(sizeof(*args) * max);
     size_t n = 0;
     args[n++] = RedisModule_CreateStringFromString(ctx, key);
     args[n++] = RedisModule_CreateString(ctx, Backend_KindName(m->backend),
                                          strlen(Backend_KindName(m->backend)));
     args[n++] = RedisModule_CreateString(ctx, m->device_str, strlen(m->device_str));
+    /* Only for a named model: AOF files without names replay on older
+     * servers. */
+    if (m->backend_name) {
+        args[n++] = RedisModule_CreateString(ctx, "BACKEND", 7);
+        args[n++] = RedisModule_CreateString(ctx, m->backend_name, strlen(m->backend_name));
+    }
     args[n++] = RedisModule_CreateString(ctx, "TAG", 3);
     args[n++] = RedisModule_CreateString(ctx, m->tag, m->tag_len);
     args[n++] = RedisModule_CreateString(ctx, "BATCHSIZE", 9);
@@ -268,7 +296,8 @@ static void ModelFree(void *value) {
 
 static size_t ModelMemUsage(const void *value) {
     const RAI_Model *m = value;
-    return sizeof(*m) + m->blob_len + m->tag_len;
+    return sizeof(*m) + m->blob_len + m->tag_len +
+           (m->backend_name ? strlen(m->backend_name) + 1 : 0);
 }
 
 int ModelType_Register(RedisModuleCtx *ctx) {

@@ -14,6 +14,7 @@
 #include "backend_loader.h"
 #include "config.h"
 #include "llapi.h"
+#include "model.h"
 #include "run_queue.h"
 #include "tensor_type.h"
 
@@ -104,9 +105,14 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
         snprintf(field, sizeof(field), "%s_path", backend_fields[k]);
         RedisModule_InfoAddFieldCString(ctx, field, b->path);
     }
+    /* Models whose named backend (MODELSTORE ... BACKEND) this server lacked
+     * when a replica, AOF or RDB load built them: they run on their kind's
+     * default (docs/isolation.md, "RDB, AOF and replication"). */
+    RedisModule_InfoAddFieldLongLong(ctx, "models_on_fallback_backend", Model_FallbackCount());
 
     RedisModule_InfoAddSection(ctx, "cpu");
     addCpu(ctx);
 
-    Iso_InfoSection(ctx);
+    /* Not in a crash report: it takes the isolation locks. */
+    if (!for_crash_report) Iso_InfoSection(ctx);
 }

@@ -10,8 +10,9 @@
 
 #include "redismodule.h"
 
-/* The encoding version every type writes (spec 17). */
-#define RAI_ENC_VER 4
+/* The encoding version every type writes (spec 17). 5 added the model's
+ * backend name (docs/isolation.md); tensors and scripts keep v4's layout. */
+#define RAI_ENC_VER 5
 
 void RdbIO_SaveCString(RedisModuleIO *io, const char *s);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "iso_proxy.h"
 #include "dag_commands.h"
 #include "llapi.h"
 #include "main_thread.h"
@@ -72,6 +73,13 @@ static const char *modulePath(void) {
     return NULL;
 }
 
+/* Isolated backends' hosts get SHUTDOWN and a moment to end cleanly;
+ * PR_SET_PDEATHSIG ends them anyway if Redis dies any other way. */
+static void onShutdown(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    (void)ctx, (void)e, (void)sub, (void)data;
+    Iso_Shutdown();
+}
+
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
                                                           RedisModuleString **argv, int argc) {
     if (RedisModule_Init(ctx, "ai", REDISAI_VERSION_NUM, REDISMODULE_APIVER_1) ==
@@ -107,6 +115,8 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     RunStats_Init();
     Memory_Init(ctx);
     Config_Init(modulePath());
+    Iso_Init(ctx);
+    RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Shutdown, onShutdown);
     if (Config_ApplyLoadArgs(ctx, argv, argc) != REDISMODULE_OK) return REDISMODULE_ERR;
 
     RAI_Error err;

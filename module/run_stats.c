@@ -47,6 +47,14 @@ void RunStats_Free(RAI_RunStats *s) {
     RedisModule_Free(s);
 }
 
+const char *RunStats_Key(const RAI_RunStats *s, size_t *len) {
+    if (s == NULL || s->key == NULL) {
+        *len = 0;
+        return "";
+    }
+    return RedisModule_StringPtrLen(s->key, len);
+}
+
 void RunStats_AddRun(RAI_RunStats *s, int ok, long long duration_us, long long samples) {
     __atomic_add_fetch(&s->calls, 1, __ATOMIC_RELAXED);
     if (!ok) {

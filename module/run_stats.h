@@ -32,6 +32,9 @@ RAI_RunStats *RunStats_Register(RedisModuleString *key, int is_script, RAI_Backe
                                 const char *device, const char *tag, size_t tag_len);
 /* Drops the entry (and its index, if it is still the indexed one). */
 void RunStats_Free(RAI_RunStats *s);
+/* The key s is registered under, "" (and *len 0) when s is NULL: what
+ * RAI_RunInfo.key says for a model or script run outside a DAG op. */
+const char *RunStats_Key(const RAI_RunStats *s, size_t *len);
 /* One run: ok, its time, and (models) its samples. Any thread. */
 void RunStats_AddRun(RAI_RunStats *s, int ok, long long duration_us, long long samples);
 

@@ -47,6 +47,8 @@ RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Er
         .source_len = p->source_len,
         .nentry_points = p->nentry_points,
         .entry_points = p->entry_points,
+        .key = p->key ? p->key : "",
+        .key_len = p->key ? p->key_len : 0,
     };
     void *handle = be->script_create(&spec, err);
     if (handle == NULL) {
@@ -82,7 +84,7 @@ RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Er
     for (size_t i = 0; i < p->nentry_points; i++) {
         s->entry_points[i] = RedisModule_Strdup(p->entry_points[i]);
     }
-    Backend_CountUse(RAI_BACKEND_TORCH, 1, +1);
+    Backend_CountUse(s->be, 1, +1);
     return s;
 }
 
@@ -95,7 +97,7 @@ void Script_Release(RAI_Script *s) {
     if (s == NULL) return;
     if (__atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
     s->be->script_free(s->handle);
-    Backend_CountUse(RAI_BACKEND_TORCH, 1, -1);
+    Backend_CountUse(s->be, 1, -1);
     RunStats_Free(s->stats);
     for (size_t i = 0; i < s->nentry_points; i++) RedisModule_Free(s->entry_points[i]);
     RedisModule_Free(s->entry_points);

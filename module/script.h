@@ -39,6 +39,9 @@ typedef struct RAI_ScriptParams {
     size_t source_len;
     size_t nentry_points;
     const char *const *entry_points;
+    /* The key, as in RAI_ModelParams (NULL: unknown). */
+    const char *key;
+    size_t key_len;
 } RAI_ScriptParams;
 
 /* Compiles through the TORCH backend (loaded lazily). NULL after err. */

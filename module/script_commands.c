@@ -16,6 +16,7 @@
 static int storeScript(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_ScriptParams *p) {
     RAI_Error err;
     Error_Init(&err);
+    p->key = RedisModule_StringPtrLen(keyname, &p->key_len);
     RAI_Script *s = Script_Create(ctx, p, &err);
     if (s == NULL) {
         RedisModule_ReplyWithError(ctx, Error_Message(&err));

@@ -15,7 +15,7 @@
 #include "script.h"
 
 /* Consumes the script reference in a. */
-static int startScript(RedisModuleCtx *ctx, ScriptArgs *a) {
+static int startScript(RedisModuleCtx *ctx, RedisModuleString *key, ScriptArgs *a) {
     RAI_Error err;
     Error_Init(&err);
     RAI_Dag *dag = Dag_New();
@@ -24,6 +24,7 @@ static int startScript(RedisModuleCtx *ctx, ScriptArgs *a) {
     RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_SCRIPT);
     op->script = a->script;
     op->queue = a->script->queue;
+    Dag_SetOpKey(op, key);
     op->function = RedisModule_Strdup(RedisModule_StringPtrLen(a->function, NULL));
     op->entry_point = Script_IsEntryPoint(a->script, op->function);
     Dag_CopyStrings(&op->keys, a->keys.argv, (size_t)a->keys.n);
@@ -84,7 +85,7 @@ static int execute(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, Pars
         Error_Clear(&err);
         return REDISMODULE_OK;
     }
-    int rc = startScript(ctx, &a);
+    int rc = startScript(ctx, argv[1], &a);
     a.script = NULL; /* startScript took the reference */
     ScriptArgs_Clear(&a);
     return rc;

@@ -89,6 +89,8 @@ static void *ScriptRdbLoad(RedisModuleIO *io, int encver) {
         .nentry_points = f.neps,
         .entry_points = (const char *const *)f.eps,
     };
+    const RedisModuleString *loading = RedisModule_GetKeyNameFromIO(io);
+    if (loading) p.key = RedisModule_StringPtrLen(loading, &p.key_len);
     s = Script_Create(NULL, &p, &err);
     if (s == NULL) {
         RedisModule_LogIOError(io, "warning",

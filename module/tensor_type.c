@@ -119,7 +119,8 @@ static int fieldsValid(const TensorFields *f) {
 static void *TensorRdbLoad(RedisModuleIO *io, int encver) {
     if (RdbIO_RefuseNewer(io, "AI_TENSOR", encver)) return NULL;
     TensorFields f = {0};
-    int ok = encver == RAI_ENC_VER ? loadV4(io, &f) : loadV0(io, &f);
+    /* v4's layout is also v5's (5 only added a model field). */
+    int ok = encver >= 4 ? loadV4(io, &f) : loadV0(io, &f);
     if (!ok || !fieldsValid(&f)) {
         freeFields(&f);
         RedisModule_LogIOError(io, "warning",

@@ -73,11 +73,12 @@ def count_fields(name: str, p: rp.Parsed) -> set[int]:
         ndims = f[2].value
         return {2, *range(3, 3 + ndims)} - ({3} if name == "t_scalar" else set())
     if name.startswith("m_"):
-        nin = f[6].value
-        nout_at = 7 + nin
+        # v5: U backend, device, backend name, tag, U batch, U minbatch, U timeout, U n_in
+        nin = f[7].value
+        nout_at = 8 + nin
         nout = f[nout_at].value
         total_at = nout_at + 1 + nout
-        return {6, nout_at, total_at, total_at + 1}
+        return {7, nout_at, total_at, total_at + 1}
     return {3}  # scripts: the entry-point count
 
 
@@ -132,7 +133,7 @@ def mutate(r: random.Random, name: str, p: rp.Parsed) -> tuple[bytes, str | None
         fields.insert(r.randrange(len(fields) + 1), extra)
         return encode(p, fields), None
     if kind == "encver":
-        return encode(p, fields, r.choice([0, 1, 2, 3, 5, 1023])), None
+        return encode(p, fields, r.choice([0, 1, 2, 3, 4, 6, 1023])), None
     body = bytearray(encode(p, fields)[:-8])
     if kind == "flip":
         for _ in range(r.choice([1, 2, 4])):

@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:
 from build_tools import manifest  # noqa: E402
 
 FIELDS = ["name", "kind", "framework", "version", "variant", "abi", "path", "link", "manifest",
-          "loaded", "loaded_at", "load_seconds", "models", "scripts"]
+          "loaded", "loaded_at", "load_seconds", "models", "scripts", "isolated"]
 SO_NAME = {"TF": "redisai_tensorflow.so", "TORCH": "redisai_torch.so",
            "ONNX": "redisai_onnxruntime.so"}
 RESTRICTED = ["on", ">pw", "+@all", "-@admin", "-@dangerous", "~*"]
@@ -90,7 +90,8 @@ def expected_folders(backends: pathlib.Path) -> dict[str, dict[str, Any]]:
             "variant": m.header["variant"], "abi": m.header["abi"],
             "path": str(d / SO_NAME[kind]),
             "link": os.readlink(d) if d.is_symlink() else None, "manifest": "present",
-            "loaded": 0, "loaded_at": None, "load_seconds": None, "models": 0, "scripts": 0}
+            "loaded": 0, "loaded_at": None, "load_seconds": None, "models": 0, "scripts": 0,
+            "isolated": None}
     return out
 
 
@@ -177,7 +178,8 @@ def test_list_after_loads_resp2_and_resp3(fresh, tree):
             if name in (onnx, link):
                 assert before <= e["loaded_at"] <= after, e
                 assert float(e["load_seconds"]) > 0, e
-                want.update(loaded=1, loaded_at=e["loaded_at"], load_seconds=e["load_seconds"])
+                want.update(loaded=1, loaded_at=e["loaded_at"], load_seconds=e["load_seconds"],
+                            isolated="no")
             assert e == want, name
 
         assert c3.execute("HELLO", "3")[b"proto"] == 3
@@ -192,6 +194,7 @@ def test_list_after_loads_resp2_and_resp3(fresh, tree):
             for f in ("kind", "framework", "version", "variant", "abi", "path", "manifest",
                       "models", "scripts"):
                 assert e[f] == tree[name][f], (name, f)
+            assert e["isolated"] == ("no" if is_loaded else None), e
         # INFO names the file the name resolved to.
         info = c.execute("INFO", "ai_backends_paths").decode()
         assert str(pathlib.Path(tree[onnx]["path"])) in info, info
@@ -437,7 +440,7 @@ def test_list_with_bogus_folders_still_answers(module_path, tree, backends_dir, 
     """A folder with no manifest and nothing in it, one whose manifest is not format 1, one
     with a backend .so but no manifest, a file named redisai_*: LIST answers, marking what it
     cannot know as unknown; loading by name from there still goes through every check; a
-    backend loaded from outside BACKENDSPATH's folders is listed with a null name."""
+    backend loaded from outside BACKENDSPATH's folders is listed by its backend name."""
     onnx = versioned(tree, "ONNX")
     root = tmp_path / "root"
     root.mkdir()
@@ -457,7 +460,8 @@ def test_list_with_bogus_folders_still_answers(module_path, tree, backends_dir, 
             assert sorted(got) == ["badmanifest", "bogus-1.0-cpu", "onnx-nomanifest"]
             unknown = dict(kind="unknown", framework="unknown", version="unknown",
                            variant="unknown", abi="unknown", link=None, loaded=0,
-                           loaded_at=None, load_seconds=None, models=0, scripts=0)
+                           loaded_at=None, load_seconds=None, models=0, scripts=0,
+                           isolated=None)
             assert got["bogus-1.0-cpu"] == dict(unknown, name="bogus-1.0-cpu",
                                                 path=str(root / "redisai_bogus-1.0-cpu"),
                                                 manifest="missing")
@@ -483,13 +487,14 @@ def test_list_with_bogus_folders_still_answers(module_path, tree, backends_dir, 
             assert e["version"] == tree[onnx]["version"]
             assert e["abi"].count(".") == 1 and e["manifest"] == "missing"
             # A TORCH backend loaded by absolute path from the install tree: listed after
-            # the folders, name null, facts from the manifest beside its real file.
+            # the folders, named after the folder its real file lies in (its backend name),
+            # facts from the manifest beside its real file.
             torch = versioned(tree, "TORCH")
             assert_ok(c.execute("AI.CONFIG", "LOADBACKEND", "TORCH", tree[torch]["path"]))
             assert c3.execute("HELLO", "3")[b"proto"] == 3
             got3 = entries_resp3(c3.execute("AI.CONFIG", "LIST"))
             assert [e["name"] for e in got3] == ["badmanifest", "bogus-1.0-cpu",
-                                                 "onnx-nomanifest", None]
+                                                 "onnx-nomanifest", torch]
             last = got3[-1]
             assert last["loaded"] is True and last["path"] == tree[torch]["path"]
             for f in ("kind", "framework", "version", "variant", "abi", "manifest"):
@@ -497,6 +502,6 @@ def test_list_with_bogus_folders_still_answers(module_path, tree, backends_dir, 
             # BACKENDSPATH that does not exist: the loaded backends only.
             assert_ok(c.execute("AI.CONFIG", "BACKENDSPATH", str(tmp_path / "nowhere")))
             names = [(e["name"], e["kind"]) for e in list_entries(c)]
-            assert names == [(None, "TORCH"), (None, "ONNX")], names
+            assert names == [(torch, "TORCH"), ("onnx-nomanifest", "ONNX")], names
     finally:
         s.stop()

@@ -31,7 +31,7 @@ from build_tools.frameworks import discover, spec_for  # noqa: E402
 
 OLD = pins.ORT_SIDE_BY_SIDE.split("==")[1]
 FIELDS = ["name", "kind", "framework", "version", "variant", "abi", "path", "link", "manifest",
-          "loaded", "loaded_at", "load_seconds", "models", "scripts"]
+          "loaded", "loaded_at", "load_seconds", "models", "scripts", "isolated"]
 
 
 def _new_version() -> str:

@@ -123,7 +123,7 @@ def test_injected_error_keeps_the_host(c: RawClient) -> None:
 def test_fatal_magic_costs_one_request(c: RawClient, iso: RedisServer, magic: int, reason: str,
                                        token: str) -> None:
     assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "identity"))
-    _set(c, "ok", [1, 2])
+    _set(c, "ok", [0.5, 2])  # a first element of 1-9 would be a magic
     _set(c, "bad", [magic, 0])
     assert_ok(c.execute("SET", "plain", "value"))
     before = _info(c)
@@ -135,7 +135,7 @@ def test_fatal_magic_costs_one_request(c: RawClient, iso: RedisServer, magic: in
     # Nothing lost: the keys, and the model, which the new host re-created from its blob.
     assert c.execute("GET", "plain") == b"value" or c.execute("GET", "plain") == "value"
     assert_ok(_run(c, "m", "ok", "y"))
-    assert _values(c, "y") == [1, 2]
+    assert _values(c, "y") == [0.5, 2]
 
 
 def test_garbage_on_the_control_connection_is_a_protocol_error(c: RawClient) -> None:
@@ -162,7 +162,7 @@ def test_hang_is_killed_at_the_execution_timeout(c: RawClient) -> None:
         "killed after m ran past MODEL_EXECUTION_TIMEOUT (1000 ms)", "m"))
     after = _wait_ready(c, int(before["pid"]))
     assert after["last_exit"] == "killed_timeout"
-    _set(c, "ok", [4])
+    _set(c, "ok", [10])
     assert_ok(_run(c, "m", "ok", "y"))
 
 
@@ -184,8 +184,55 @@ def test_crash_on_create_keeps_the_old_value(c: RawClient) -> None:
     _wait_ready(c, int(before["pid"]))
     blob = c.execute("AI.MODELGET", "m", "BLOB")
     assert blob in (b"identity", "identity"), blob
-    _set(c, "ok", [5])
+    _set(c, "ok", [11])
     assert_ok(_run(c, "m", "ok", "y"))
+
+
+def test_hang_on_create_is_killed_at_the_start_timeout(module_path: pathlib.Path,
+                                                      fault_backend: pathlib.Path) -> None:  # noqa: F811
+    # BACKEND_START_TIMEOUT bounds a create as it bounds a hello: how long a host may take to
+    # load something.
+    s = _server(module_path, fault_backend, "BACKEND_START_TIMEOUT", "2000")
+    try:
+        with RawClient(s.port) as c:
+            assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "identity"))
+            assert_ok(c.execute("AI.MODELSTORE", "other", "ONNX", "CPU", "BLOB", "identity"))
+            before = _wait_ready(c)
+            assert_error(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "hang-on-create"),
+                         "ERR ONNX backend process exited (killed after the create of m took "
+                         "over 2000 ms) while creating m")
+            after = _wait_ready(c, int(before["pid"]))
+            assert after["last_exit"] == "killed_create_timeout", after
+            assert c.execute("AI.MODELGET", "m", "BLOB") in (b"identity", "identity")
+            for key in ("m", "other"):
+                _set(c, "x", [10])
+                assert_ok(_run(c, key, "x", "y"))
+                assert _values(c, "y") == [10.0]
+    finally:
+        s.stop()
+
+
+def _hosts(c: RawClient) -> dict[str, dict]:
+    """Every isolated backend's ai_isolation fields, by field name."""
+    text = c.execute("INFO", "MODULES")
+    text = text.decode() if isinstance(text, bytes) else text
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("ai_") and "kind=" in line:
+            name, fields = line.split(":", 1)
+            out[name] = dict(kv.split("=", 1) for kv in fields.split(","))
+    return out
+
+
+def _wait_host(c: RawClient, name: str, old_pid: int | None = None,
+               timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = _hosts(c)[name]
+        if info["state"] == "ready" and int(info["pid"]) and int(info["pid"]) != old_pid:
+            return info
+        time.sleep(0.02)
+    raise AssertionError(f"{name} not ready again: {_hosts(c)}")
 
 
 def _runner(port: int, model: str, stop: threading.Event, results: list, errors: list) -> None:
@@ -193,7 +240,7 @@ def _runner(port: int, model: str, stop: threading.Event, results: list, errors:
     with RawClient(port) as cl:
         me = threading.get_ident()
         inp, out = f"in{me}", f"out{me}"
-        vals = [float(me % 1000), 1.0]
+        vals = [float(10 + me % 1000), 1.0]  # never a magic of the fault backend
         assert_ok(cl.execute("AI.TENSORSET", inp, "FLOAT", 2, "VALUES", *vals))
         while not stop.is_set():
             r = cl.execute("AI.MODELEXECUTE", model, "INPUTS", 1, inp, "OUTPUTS", 1, out)
@@ -213,12 +260,24 @@ def _runner(port: int, model: str, stop: threading.Event, results: list, errors:
 
 def test_kill_9_under_8_clients_100_times(module_path: pathlib.Path,
                                           fault_backend: pathlib.Path) -> None:  # noqa: F811
-    s = _server(module_path, fault_backend)
+    """Two isolated ONNX backends: the real ONNX Runtime (the kind's default) and the fault
+    backend beside it by name; 8 clients run 4 models (2 on each) while each host in turn is
+    killed 100 times in all."""
+    import onnx_models  # noqa: PLC0415
+    s = RedisServer(module_path, ["ISOLATE", "ONNX"], env=_env())
     try:
         with RawClient(s.port) as c:
-            for k in range(4):
-                assert_ok(c.execute("AI.MODELSTORE", f"m{k}", "ONNX", "CPU", "BLOB", "identity"))
+            ident = onnx_models.identity("FLOAT").blob
+            for k in (0, 1):
+                assert_ok(c.execute("AI.MODELSTORE", f"m{k}", "ONNX", "CPU", "BLOB", ident))
+            assert_ok(c.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(fault_backend),
+                                "ISOLATED"))
+            for k in (2, 3):
+                assert_ok(c.execute("AI.MODELSTORE", f"m{k}", "ONNX", "CPU", "BACKEND",
+                                    "fault-1.0-cpu", "BLOB", "identity"))
             assert_ok(c.execute("SET", "plain", "kept"))
+            names = sorted(_hosts(c))
+            assert len(names) == 2, names
             stop = threading.Event()
             results: list = []
             errors: list = []
@@ -227,31 +286,34 @@ def test_kill_9_under_8_clients_100_times(module_path: pathlib.Path,
                        for i in range(8)]
             for t in threads:
                 t.start()
-            first = _wait_ready(c)
-            restarts0 = int(first["restarts"])
-            pid = int(first["pid"])
+            first = {n: _wait_host(c, n) for n in names}
+            pids = {n: int(first[n]["pid"]) for n in names}
             for cycle in range(100):
-                # Let some runs through on the new host, then kill it.
+                name = names[cycle % 2]
+                # Let some runs through on the new hosts, then kill one.
                 target = len(results) + 8
                 deadline = time.monotonic() + 30
                 while len(results) < target and time.monotonic() < deadline:
                     time.sleep(0.002)
-                os.kill(pid, signal.SIGKILL)
-                pid = int(_wait_ready(c, pid)["pid"])
+                os.kill(pids[name], signal.SIGKILL)
+                pids[name] = int(_wait_host(c, name, pids[name])["pid"])
             stop.set()
             for t in threads:
                 t.join(60)
             assert not errors, errors[:10]
-            info = _info(c)
-            assert int(info["restarts"]) - restarts0 == 100, info
+            after = _hosts(c)
+            assert sum(int(after[n]["restarts"]) - int(first[n]["restarts"])
+                       for n in names) == 100, after
+            assert all(int(after[n]["restarts"]) - int(first[n]["restarts"]) == 50
+                       for n in names), after
             assert results.count("ok") > 100, (results.count("ok"), results.count("err"))
             assert s.alive(), s.log()
             assert c.execute("GET", "plain") in (b"kept", "kept")
             assert c.execute("DBSIZE") >= 5
             for k in range(4):
-                assert_ok(c.execute("AI.TENSORSET", "x", "FLOAT", 1, "VALUES", 9))
-                assert_ok(c.execute("AI.MODELEXECUTE", f"m{k}", "INPUTS", 1, "x", "OUTPUTS", 1,
-                                    "y"))
-                assert _values(c, "y") == [9.0]
+                assert_ok(c.execute("AI.TENSORSET", "x", "FLOAT", 1, "VALUES", 10))
+                reply = c.execute("AI.MODELEXECUTE", f"m{k}", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+                assert reply == "OK", (reply, _hosts(c), s.log()[-3000:])
+                assert _values(c, "y") == [10.0]
     finally:
         s.stop()

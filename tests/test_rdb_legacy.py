@@ -28,6 +28,7 @@ CHUNK = 4096
 BAD_DATA = "ERR Bad data format"
 BACKEND_CODE = {"TF": 0, "TFLITE": 1, "TORCH": 2, "ONNX": 3}
 KDLCPU = 1  # DLPack's device type of a CPU tensor, as encodings 0-3 saved it
+ENC = 5  # what we write: v4's layouts, the model's with its backend name (docs/isolation.md)
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +77,7 @@ def test_writer_reproduces_our_dumps(c):
     for key in ("t", "s", "m", "sc"):
         dump = c.execute("DUMP", key)
         p = rp.parse_dump(dump)
-        assert p.encver == 4
+        assert p.encver == ENC
         assert rp.dump_payload(p.type_name, p.encver, p.fields, p.rdb_version) == dump, key
 
 
@@ -84,7 +85,7 @@ def test_v4_tensor_layout(c):
     data = np.arange(6, dtype=np.float32).reshape(2, 3)
     put(c, "t", data)
     p = rp.parse_dump(c.execute("DUMP", "t"))
-    assert (p.type_name, p.encver) == ("AI_TENSOR", 4)
+    assert (p.type_name, p.encver) == ("AI_TENSOR", ENC)
     assert p.fields == [U(2), U(32), U(2), U(2), U(3), data.tobytes()]
 
     put(c, "i", np.array([[[-3, 4]]], np.int16))
@@ -104,9 +105,10 @@ def test_v4_model_layout_in_chunks(c):
     assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU:0", "TAG", "v2", "BATCHSIZE", 8,
                         "MINBATCHSIZE", 2, "MINBATCHTIMEOUT", 5, "BLOB", blob))
     p = rp.parse_dump(c.execute("DUMP", "m"))
-    assert (p.type_name, p.encver) == ("AI__MODEL", 4)
+    assert (p.type_name, p.encver) == ("AI__MODEL", ENC)
     nchunks = len(blob) // CHUNK + 1
-    head = [U(3), cstr("CPU:0"), b"v2", U(8), U(2), U(5), U(1), cstr("input"), U(1),
+    # v5: the backend name (empty: none given) right after the device.
+    head = [U(3), cstr("CPU:0"), cstr(""), b"v2", U(8), U(2), U(5), U(1), cstr("input"), U(1),
             cstr("output"), U(len(blob)), U(nchunks)]
     assert p.fields[:len(head)] == head
     chunks = p.fields[len(head):]
@@ -118,7 +120,8 @@ def test_v4_model_layout_in_chunks(c):
     assert_ok(c.execute("AI.MODELSTORE", "tf", "TF", "CPU", "INPUTS", 2, "a", "b", "OUTPUTS", 1,
                         "mul", "BLOB", tf))
     p = rp.parse_dump(c.execute("DUMP", "tf"))
-    assert p.fields == [U(0), cstr("CPU"), b"", U(0), U(0), U(0), U(2), cstr("a"), cstr("b"),
+    assert p.fields == [U(0), cstr("CPU"), cstr(""), b"", U(0), U(0), U(0), U(2), cstr("a"),
+                        cstr("b"),
                         U(1), cstr("mul"), U(len(tf)), U(1), tf]
 
 
@@ -126,7 +129,7 @@ def test_v4_script_layout(c):
     assert_ok(c.execute("AI.SCRIPTSTORE", "sc", "CPU", "TAG", "t", "ENTRY_POINTS", 2, "bar",
                         "counts", "SOURCE", tm.SCRIPT))
     p = rp.parse_dump(c.execute("DUMP", "sc"))
-    assert (p.type_name, p.encver) == ("AI_SCRIPT", 4)
+    assert (p.type_name, p.encver) == ("AI_SCRIPT", ENC)
     assert p.fields == [cstr("CPU"), b"t", cstr(tm.SCRIPT), U(2), cstr("bar"), cstr("counts")]
 
 
@@ -285,7 +288,7 @@ def test_v3_script_with_entry_points_loads(c, rdb_version):
 
 
 def test_old_encodings_survive_a_reload(c, rdb_version):
-    """Objects loaded from old encodings are saved as v4 and load again."""
+    """Objects loaded from old encodings are saved as v5 and load again."""
     a = sample("INT32", seed=5)
     assert_ok(restore(c, "t", rp.dump_payload("AI_TENSOR", 0, old_tensor(a), rdb_version)))
     built = tm.add()
@@ -299,7 +302,7 @@ def test_old_encodings_survive_a_reload(c, rdb_version):
     np.testing.assert_allclose(run_one(c, "m", built.sample)[0], built.run(*built.sample)[0])
     assert c.execute("AI.SCRIPTGET", "s", "SOURCE") == tm.SCRIPT.encode()
     for key in ("t", "m", "s"):
-        assert rp.parse_dump(c.execute("DUMP", key)).encver == 4
+        assert rp.parse_dump(c.execute("DUMP", key)).encver == ENC
 
 
 # --------------------------------------------------------------------------------------
@@ -312,8 +315,9 @@ def test_newer_encoding_is_refused_with_a_log_line(c, srv, rdb_version, type_nam
               "AI__MODEL": old_model(3, "TORCH", tm.add().blob),
               "AI_SCRIPT": [cstr("CPU"), b"", cstr(tm.SCRIPT), U(0)]}[type_name]
     mark = LogMark(srv.logfile)
-    assert_error(restore(c, "future", rp.dump_payload(type_name, 5, fields, rdb_version)), BAD_DATA)
-    mark.wait_for_line("not forward compatible", type_name, "future", "version 5")
+    assert_error(restore(c, "future", rp.dump_payload(type_name, ENC + 1, fields, rdb_version)),
+                 BAD_DATA)
+    mark.wait_for_line("not forward compatible", type_name, "future", f"version {ENC + 1}")
     assert c.execute("EXISTS", "future") == 0
     assert c.execute("PING") == "PONG"
 

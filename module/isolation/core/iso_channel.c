@@ -45,6 +45,7 @@ typedef struct IsoChan {
     size_t len;
     int depth;
     uint64_t next_id;
+    struct IsoChan *next_in_slot; /* slot->chans, under slot->mu */
 } IsoChan;
 
 static __thread IsoChan *tl_chan[ISO_MAX_HOSTS];
@@ -54,13 +55,23 @@ static uint64_t next_channel_id;
 
 static void closeChan(IsoChan *c) {
     if (c == NULL) return;
+    pthread_mutex_lock(&c->slot->mu);
+    for (IsoChan **pp = &c->slot->chans; *pp; pp = &(*pp)->next_in_slot) {
+        if (*pp == c) {
+            *pp = c->next_in_slot;
+            break;
+        }
+    }
+    if (c->slot->generation == c->generation && c->slot->channels > 0) c->slot->channels--;
     close(c->sock);
+    pthread_mutex_unlock(&c->slot->mu);
     IsoShm_Unmap(c->c2h, c->len);
     IsoShm_Unmap(c->h2c, c->len);
-    pthread_mutex_lock(&c->slot->mu);
-    if (c->slot->generation == c->generation && c->slot->channels > 0) c->slot->channels--;
-    pthread_mutex_unlock(&c->slot->mu);
     free(c);
+}
+
+void IsoChannel_ShutdownAll(IsoSlot *s) {
+    for (IsoChan *c = s->chans; c; c = c->next_in_slot) shutdown(c->sock, SHUT_RDWR);
 }
 
 /* A thread that ends (an LLAPI caller's) drops its channels. */
@@ -118,6 +129,16 @@ static IsoChan *openChan(IsoSlot *s, uint64_t gen, RAI_Error *err, int *died) {
         goto fail_quiet;
     }
     int ok = m.h.type == ISO_MSG_CHANNEL_OK;
+    if (m.h.type == ISO_MSG_ERROR) {
+        IsoReader r;
+        IsoReader_Init(&r, m.payload, m.payload_len);
+        const char *text = "";
+        size_t len = 0;
+        IsoReader_StrView(&r, &text, &len, ISO_NAME_MAX);
+        Error_SetFmt(err, "%.*s", (int)len, text);
+        IsoMsg_Free(&m);
+        goto fail_quiet;
+    }
     IsoMsg_Free(&m);
     if (!ok) {
         *died = 1;
@@ -127,6 +148,9 @@ static IsoChan *openChan(IsoSlot *s, uint64_t gen, RAI_Error *err, int *died) {
     }
     pthread_mutex_lock(&s->mu);
     s->channels++;
+    c->next_in_slot = s->chans;
+    s->chans = c;
+    if (s->generation != gen) shutdown(c->sock, SHUT_RDWR); /* died meanwhile */
     pthread_mutex_unlock(&s->mu);
     return c;
 

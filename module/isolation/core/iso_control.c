@@ -182,6 +182,7 @@ static void onDeath(IsoSlot *s) {
     close(s->ctl);
     s->ctl = -1;
     uint64_t gen = s->generation;
+    IsoChannel_ShutdownAll(s);
     pthread_mutex_unlock(&s->mu);
 
     int code = 0, status = 0;

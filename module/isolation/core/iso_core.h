@@ -105,6 +105,10 @@ struct IsoSlot {
     double last_start_seconds;
     uint64_t next_request_id;
     int retired; /* a first start that failed: never restarted */
+    /* The core ends of this generation's channels: a death shuts them down,
+     * so a run blocked on one wakes even while a fork child of Redis (a
+     * BGSAVE) still holds a copy of the host's end. */
+    struct IsoChan *chans;
 };
 
 extern IsoSlot *iso_slots[ISO_MAX_HOSTS];
@@ -155,6 +159,8 @@ int IsoChannel_ModelRun(IsoHandle *h, const RAI_RunInfo *info, RAI_Tensor *const
                         size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err);
 int IsoChannel_ScriptRun(IsoHandle *h, const RAI_RunInfo *info, const RAI_ScriptCall *call,
                          RAI_Tensor **outputs, RAI_Error *err);
+/* Shuts down every channel of the slot (slot->mu held). */
+void IsoChannel_ShutdownAll(IsoSlot *s);
 /* Waits (slot->mu held) until h may run in the current host: 0, or -1 after err. */
 int IsoProxy_WaitRunnable(IsoHandle *h, const char *key, RAI_Error *err);
 

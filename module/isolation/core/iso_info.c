@@ -48,6 +48,8 @@ static const char *stateName(IsoState st) {
 void Iso_InfoSection(RedisModuleInfoCtx *ctx) {
     int count = 0;
     for (int i = 0; i < ISO_MAX_HOSTS; i++) count += iso_slots[i] != NULL;
+    /* Without isolated backends INFO stays exactly as it was. */
+    if (count == 0) return;
     RedisModule_InfoAddSection(ctx, "isolation");
     RedisModule_InfoAddFieldLongLong(ctx, "isolated_backends", count);
     for (int i = 0; i < ISO_MAX_HOSTS; i++) {

@@ -18,7 +18,6 @@
 #include "host_api.h"
 #include "iso_core.h"
 
-#define ISO_CREATE_TIMEOUT_MS 60000
 #define ISO_INFO_TIMEOUT_MS 500
 
 static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -109,7 +108,7 @@ int IsoProxy_CreateInHost(IsoSlot *s, IsoHandle *h, RAI_ModelNames *names, uint6
     pthread_mutex_unlock(&s->mu);
     IsoMsg m;
     int rc = IsoControl_Request(s, h->is_script ? ISO_MSG_SCRIPT_CREATE : ISO_MSG_MODEL_CREATE, &b,
-                                NULL, 0, ISO_CREATE_TIMEOUT_MS, &m);
+                                NULL, 0, rai_config.backend_start_timeout, &m);
     IsoBuf_Free(&b);
     if (rc == 0) return -2;
     if (rc < 0) return -1;
@@ -207,8 +206,8 @@ static void *createHandle(IsoSlot *s, int is_script, const char *key, size_t key
     int rc = IsoProxy_CreateInHost(s, h, names, &gen, err);
     if (rc == -2) {
         char reason[300];
-        snprintf(reason, sizeof(reason), "killed after the create of %s took over %d ms", h->key,
-                 ISO_CREATE_TIMEOUT_MS);
+        snprintf(reason, sizeof(reason), "killed after the create of %s took over %lld ms", h->key,
+                 rai_config.backend_start_timeout);
         IsoControl_KillWithReason(s, gen, reason, "killed_create_timeout");
     }
     if (rc < 0) {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend_loader.h"
+#include "config.h"
 #include "iso_core.h"
 
 #define ISO_BACKOFF_FIRST_MS 100
@@ -37,7 +38,7 @@ void IsoRestart_Schedule(IsoSlot *s) {
 
 static void markStartFailed(IsoSlot *s, const char *why) {
     pthread_mutex_lock(&s->mu);
-    snprintf(s->last_exit, sizeof(s->last_exit), "start failed: %s", why);
+    snprintf(s->last_exit, sizeof(s->last_exit), "start failed: %.200s", why);
     snprintf(s->last_exit_token, sizeof(s->last_exit_token), "start_failed");
     s->dead_generation = s->generation;
     s->generation++;
@@ -69,8 +70,8 @@ static void recreate(IsoSlot *s) {
         int rc = IsoProxy_CreateInHost(s, h, NULL, &used, &err);
         if (rc == -2) {
             char reason[300];
-            snprintf(reason, sizeof(reason), "killed after the create of %s took over 60000 ms",
-                     h->key);
+            snprintf(reason, sizeof(reason), "killed after the create of %s took over %lld ms",
+                     h->key, rai_config.backend_start_timeout);
             IsoControl_KillWithReason(s, used, reason, "killed_create_timeout");
         }
         pthread_mutex_lock(&s->mu);
@@ -131,12 +132,20 @@ static void restart(IsoSlot *s) {
 void *IsoRestart_Main(void *arg) {
     (void)arg;
     for (;;) {
-        IsoSlot *due = NULL;
+        IsoSlot *due = NULL, *stale = NULL;
         long long now = Iso_NowMs(), next = now + 1000;
         for (int i = 0; i < ISO_MAX_HOSTS && due == NULL; i++) {
             IsoSlot *s = __atomic_load_n(&iso_slots[i], __ATOMIC_ACQUIRE);
             if (s == NULL) continue;
             pthread_mutex_lock(&s->mu);
+            /* A model stored while its host died right after answering is
+             * left to build in the next host, possibly after that host's
+             * re-creation pass: catch it here. */
+            if (s->state == ISO_READY) {
+                for (IsoHandle *h = s->handles; h && !stale; h = h->next) {
+                    if (h->state == ISO_H_RECREATING && !h->busy) stale = s;
+                }
+            }
             if (s->state == ISO_DEAD && !s->retired) {
                 if (s->restart_at_ms <= now) {
                     due = s;
@@ -151,6 +160,10 @@ void *IsoRestart_Main(void *arg) {
         }
         if (due) {
             restart(due);
+            continue;
+        }
+        if (stale) {
+            recreate(stale);
             continue;
         }
         pthread_mutex_lock(&rmu);

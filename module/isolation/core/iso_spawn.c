@@ -32,7 +32,7 @@
 
 extern char **environ;
 
-static char host_path[PATH_MAX];
+static char host_path[PATH_MAX + 32];
 
 const char *Iso_HostPath(void) {
     if (host_path[0]) return host_path;

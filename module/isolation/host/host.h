@@ -114,6 +114,8 @@ typedef struct HostChannel {
 
 /* host_channel.c: serves one data channel on a thread of its own. Takes
  * ownership of the three descriptors. Returns 0, or -1 with the reason. */
+/* 0; -2 when the arenas are not what the protocol says (a protocol error);
+ * -1 when a resource ran out (mapping, thread), with why. */
 int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, char *why, size_t whylen);
 /* Serves one MODEL_RUN or SCRIPT_RUN (also a nested one, from a callback's
  * wait) and answers it on the channel. */

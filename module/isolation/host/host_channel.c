@@ -243,11 +243,12 @@ static void *channelMain(void *arg) {
 int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, char *why, size_t whylen) {
     HostChannel *ch = calloc(1, sizeof(*ch));
     size_t c2h_len = 0, h2c_len = 0;
-    int ok = ch != NULL;
+    int ok = ch != NULL, malformed = 0;
     if (!ok) snprintf(why, whylen, "out of memory");
     /* Arenas at most 1 GiB: the core makes them ISO_ARENA_SIZE. */
     if (ok) ok = IsoShm_Check(c2h, F_SEAL_SHRINK | F_SEAL_GROW, 4096, 1u << 30, &c2h_len, why, whylen);
     if (ok) ok = IsoShm_Check(h2c, F_SEAL_SHRINK | F_SEAL_GROW, 4096, 1u << 30, &h2c_len, why, whylen);
+    malformed = ch != NULL && !ok;
     if (ok) {
         ch->id = channel_id;
         ch->sock = sock;
@@ -280,5 +281,5 @@ int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, char *why,
         free(ch);
     }
     close(sock);
-    return -1;
+    return malformed ? -2 : -1;
 }

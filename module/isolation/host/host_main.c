@@ -50,6 +50,16 @@ void Host_ProtocolError(const char *fmt, ...) {
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
     say("protocol error: %s; exiting", line);
+    /* Also to the core, whose log is where an operator looks (the host's
+     * stderr is Redis's, often /dev/null). */
+    char text[600];
+    snprintf(text, sizeof(text), "protocol error: %s; exiting", line);
+    IsoBuf b;
+    IsoBuf_Init(&b);
+    IsoBuf_U32(&b, RAI_LOG_WARNING);
+    IsoBuf_CStr(&b, text);
+    if (!b.oom) Iso_Send(HOST_CTL_FD, ISO_MSG_LOG, 0, b.data, b.len, NULL, 0);
+    IsoBuf_Free(&b);
     /* _exit: a framework's static destructors must not run (or hang) on
      * the way out of a host that no longer trusts its connection. */
     _exit(ISO_HOST_EXIT_PROTOCOL);
@@ -475,7 +485,15 @@ static void openChannel(IsoMsg *m) {
     char why[200];
     int rc = HostChannel_Open(channel, m->fds[0], m->fds[1], m->fds[2], why, sizeof(why));
     m->fds[0] = m->fds[1] = m->fds[2] = -1; /* taken */
-    if (rc != 0) Host_ProtocolError("OPEN_CHANNEL: %s", why);
+    if (rc == -2) Host_ProtocolError("OPEN_CHANNEL: %s", why);
+    if (rc != 0) {
+        /* A resource limit (threads, maps), not a malformed request: the
+         * core gets the reason and the host serves on. */
+        char text[256];
+        snprintf(text, sizeof(text), "ERR backend host could not open a channel: %s", why);
+        Iso_SendError(HOST_CTL_FD, m->h.id, text);
+        return;
+    }
     IsoBuf b;
     IsoBuf_Init(&b);
     IsoBuf_U64(&b, channel);
