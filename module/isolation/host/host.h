@@ -47,9 +47,10 @@ int Host_Load(RAI_Error *err);
 
 /* host_api.c: the RAI_HostApi the backend gets, and host tensors. */
 const RAI_HostApi *Host_Api(void);
-/* A tensor over data the host does not own (a sealed region's mapping):
- * release(ctx) runs when the last reference goes, so that the data stays
- * valid as long as anyone, a backend that kept it included, holds it. */
+/* A tensor over data the host does not own (an arena or a sealed
+ * region's mapping): release(ctx) runs when the last reference goes, so
+ * that the data stays valid as long as anyone, a backend that kept it
+ * included, holds it. */
 RAI_Tensor *HostTensor_Borrow(RAI_DType dtype, const int64_t *dims, int ndims, void *data,
                               size_t nbytes, void (*release)(void *ctx), void *ctx);
 /* A numeric tensor of the host's own holding a copy of the nbytes at src. */
@@ -65,6 +66,9 @@ int HostTensor_FromWireStrings(const int64_t *dims, int ndims, const void *src, 
  * then its bytes; others: the data and nothing). */
 void HostTensor_WireParts(RAI_Tensor *t, const void **p1, size_t *n1, const void **p2,
                           size_t *n2);
+/* Whether anyone but the caller holds a reference to t (a backend that
+ * kept an input past its run). */
+int HostTensor_Shared(const RAI_Tensor *t);
 /* Bytes of product(dims) elements of dtype; 0 with *ok = 0 when the dtype
  * is not a numeric one or the size overflows. */
 size_t HostTensor_Bytes(RAI_DType dtype, const int64_t *dims, int ndims, int *ok);
@@ -88,11 +92,21 @@ void HostHandles_FreeAll(void);
 
 /* --- channels (host_channel.c, host_wire.c, host_calls.c) -------------------- */
 
+/* A read-only shared mapping that lives as long as its references: the
+ * one of its user (a channel, a message) and one per tensor on it. */
+typedef struct HostMapping {
+    int refs; /* atomic: tensors on any thread release theirs */
+    unsigned char *map;
+    size_t len;
+} HostMapping;
+HostMapping *HostMapping_New(void *map, size_t len); /* one reference; NULL out of memory */
+void HostMapping_Release(void *mapping);            /* the tensor release of HostTensor_Borrow */
+
 typedef struct HostChannel {
     uint64_t id;
     int sock;
-    const unsigned char *c2h; /* core to host arena, mapped read-only */
-    size_t c2h_len;
+    int c2h_fd;       /* kept to map the arena again when a view is retired */
+    HostMapping *c2h; /* core to host arena: the current view, read-only */
     unsigned char *h2c; /* host to core arena */
     size_t h2c_len;
     int dead; /* the core closed the channel in the middle of a callback */
@@ -108,20 +122,24 @@ int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, char *why,
 void HostChannel_Serve(HostChannel *ch, IsoMsg *m);
 
 /* host_wire.c: tensors between the wire and host tensors. */
-typedef struct HostMapping HostMapping; /* one sealed region, mapped, refcounted */
 typedef struct HostRegions {
     HostMapping *map[ISO_MAX_FDS]; /* the message's references, dropped by HostWire_Unmap */
 } HostRegions;
 /* The tensor of descriptor d of message m (what names it in a protocol
- * error: "input 2"). borrow (run inputs): numeric data in a sealed region
- * stays there, the tensor holding a reference on the mapping; else, and
- * always from the arena (reused by the next request while a backend may
- * keep the tensor and its data pointer), it is copied. STRING is always
- * copied and checked. A descriptor that does not fit its region or dtype
- * ends the host (protocol error). NULL: out of memory. */
+ * error: "input 2"). borrow (run inputs): numeric data stays where it lies,
+ * the tensor holding a reference on the mapping; else (callback replies)
+ * it is copied. STRING is always copied and checked. A descriptor that
+ * does not fit its region or dtype ends the host (protocol error). NULL:
+ * out of memory. */
 RAI_Tensor *HostWire_TensorIn(HostChannel *ch, IsoMsg *m, HostRegions *regions,
                               const IsoTensorDesc *d, int borrow, const char *what, uint32_t i);
 void HostWire_Unmap(HostRegions *regions);
+/* After a run, before its inputs are released: inputs in the c2h arena
+ * that a backend still holds get pages of their own at the same address
+ * (their data pointer stays valid and unchanged), and the channel maps the
+ * arena again for the next requests. */
+void HostWire_KeepArenaInputs(HostChannel *ch, RAI_Tensor *const *inputs,
+                              const IsoTensorDesc *descs, uint32_t n);
 /* Places n tensors for the core: in the h2c arena from offset 0 (at most
  * ISO_ARENA_TENSOR_MAX each, while they fit), else in one sealed region
  * for the message, returned in *large (-1 when none). Returns 0, or -1

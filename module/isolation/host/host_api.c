@@ -262,6 +262,10 @@ static void tensorRelease(RAI_Tensor *t) {
     free(t);
 }
 
+int HostTensor_Shared(const RAI_Tensor *t) {
+    return __atomic_load_n(&t->refcount, __ATOMIC_ACQUIRE) > 1;
+}
+
 static RAI_DType tensorDtype(const RAI_Tensor *t) { return t->dtype; }
 static int tensorNdims(const RAI_Tensor *t) { return t->ndims; }
 static const int64_t *tensorDims(const RAI_Tensor *t) { return t->dims; }

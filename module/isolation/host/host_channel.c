@@ -1,9 +1,9 @@
 /*
  * host_channel.c - one thread per data channel (docs/isolation.md, "The
  * protocol" and "Tensors in shared memory"). A channel carries the runs of
- * one core thread: read a MODEL_RUN or SCRIPT_RUN, make its inputs host
- * tensors (copied from the core-to-host arena, used in place in a sealed
- * large region: host_wire.c), run, place the outputs for the core, answer RUN_OK or
+ * one core thread: read a MODEL_RUN or SCRIPT_RUN, wrap its inputs as host
+ * tensors over the core-to-host arena or a sealed large region
+ * (host_wire.c), run, place the outputs for the core, answer RUN_OK or
  * ERROR. While the backend runs, its calls back into Redis go over the same
  * channel and may bring nested runs, served on this thread (host_calls.c).
  *
@@ -138,28 +138,25 @@ static int runBackend(const Request *q, RAI_Tensor **inputs, RAI_Tensor **output
     return host.desc->script_run(obj, &info, &call, outputs, err);
 }
 
-static void reply(HostChannel *ch, uint64_t id, RAI_Tensor **outputs, uint32_t nout) {
+/* Places the outputs and encodes RUN_OK into *b (the large region in
+ * *large, -1 when none). Returns 0, or -1 after err. */
+static int encodeOutputs(HostChannel *ch, RAI_Tensor **outputs, uint32_t nout, IsoBuf *b,
+                         int *large, RAI_Error *err) {
     IsoTensorDesc *odescs = calloc(nout ? nout : 1, sizeof(*odescs));
-    int large = -1;
+    *large = -1;
     if (odescs == NULL) {
-        HostWire_SendError(ch, id, "ERR out of memory in the backend host");
-        return;
+        Error_Set(err, "ERR out of memory in the backend host");
+        return -1;
     }
-    if (HostWire_Place(ch, outputs, nout, odescs, &large) != 0) {
-        char text[160];
-        snprintf(text, sizeof(text), "ERR backend host could not place outputs: %s",
-                 strerror(errno));
-        HostWire_SendError(ch, id, text);
+    int rc = HostWire_Place(ch, outputs, nout, odescs, large);
+    if (rc != 0) {
+        Error_SetFmt(err, "ERR backend host could not place outputs: %s", strerror(errno));
     } else {
-        IsoBuf b;
-        IsoBuf_Init(&b);
-        IsoBuf_U32(&b, nout);
-        for (uint32_t i = 0; i < nout; i++) IsoBuf_Tensor(&b, &odescs[i]);
-        HostWire_Reply(ch, ISO_MSG_RUN_OK, id, &b, &large, large >= 0 ? 1 : 0);
-        IsoBuf_Free(&b);
+        IsoBuf_U32(b, nout);
+        for (uint32_t i = 0; i < nout; i++) IsoBuf_Tensor(b, &odescs[i]);
     }
-    if (large >= 0) close(large);
     free(odescs);
+    return rc;
 }
 
 void HostChannel_Serve(HostChannel *ch, IsoMsg *m) {
@@ -191,18 +188,27 @@ void HostChannel_Serve(HostChannel *ch, IsoMsg *m) {
             rc = -1;
         }
     }
-    if (rc == 0) {
-        reply(ch, m->h.id, outputs, q.nout);
-    } else {
-        HostWire_SendError(ch, m->h.id, Error_Message(&err));
-    }
-    Error_Clear(&err);
+    IsoBuf b;
+    IsoBuf_Init(&b);
+    int large = -1;
+    if (rc == 0) rc = encodeOutputs(ch, outputs, q.nout, &b, &large, &err);
+    /* Before the answer: once the core has it, it writes the next inputs
+     * into the arena. Outputs go first, as they may hold their inputs. */
     for (uint32_t i = 0; outputs && i < q.nout; i++) {
         if (outputs[i]) Host_Api()->tensor_release(outputs[i]);
     }
+    if (inputs) HostWire_KeepArenaInputs(ch, inputs, q.descs, q.nin);
     for (uint32_t i = 0; inputs && i < q.nin; i++) {
         if (inputs[i]) Host_Api()->tensor_release(inputs[i]);
     }
+    if (rc == 0) {
+        HostWire_Reply(ch, ISO_MSG_RUN_OK, m->h.id, &b, &large, large >= 0 ? 1 : 0);
+    } else {
+        HostWire_SendError(ch, m->h.id, Error_Message(&err));
+    }
+    if (large >= 0) close(large);
+    IsoBuf_Free(&b);
+    Error_Clear(&err);
     HostWire_Unmap(&regions);
     free(inputs);
     free(outputs);
@@ -227,7 +233,8 @@ static void *channelMain(void *arg) {
         IsoMsg_Free(&m);
     }
     close(ch->sock);
-    IsoShm_Unmap((void *)ch->c2h, ch->c2h_len);
+    close(ch->c2h_fd);
+    HostMapping_Release(ch->c2h); /* tensors a backend kept still hold theirs */
     IsoShm_Unmap(ch->h2c, ch->h2c_len);
     free(ch);
     return NULL;
@@ -245,8 +252,10 @@ int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, char *why,
     if (ok) {
         ch->id = channel_id;
         ch->sock = sock;
-        ch->c2h = IsoShm_Map(c2h, c2h_len, 0);
-        ch->c2h_len = c2h_len;
+        ch->c2h_fd = c2h; /* kept: the arena is mapped again when a view is retired */
+        void *view = IsoShm_Map(c2h, c2h_len, 0);
+        ch->c2h = view ? HostMapping_New(view, c2h_len) : NULL;
+        if (view && ch->c2h == NULL) IsoShm_Unmap(view, c2h_len);
         ch->h2c = IsoShm_Map(h2c, h2c_len, 1);
         ch->h2c_len = h2c_len;
         if (!ch->c2h || !ch->h2c) {
@@ -254,7 +263,6 @@ int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, char *why,
             ok = 0;
         }
     }
-    close(c2h);
     close(h2c);
     pthread_t tid;
     pthread_attr_t attr;
@@ -266,8 +274,9 @@ int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, char *why,
     }
     pthread_attr_destroy(&attr);
     if (ok) return 0;
+    close(c2h);
     if (ch) {
-        IsoShm_Unmap((void *)ch->c2h, ch->c2h_len);
+        HostMapping_Release(ch->c2h);
         IsoShm_Unmap(ch->h2c, ch->h2c_len);
         free(ch);
     }

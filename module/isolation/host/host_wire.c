@@ -3,35 +3,47 @@
  * "Tensors in shared memory"), for runs and callbacks alike.
  *
  * From the core: region 0 is the channel's core-to-host arena, k >= 1 the
- * message's fds[k-1], a sealed large region. A numeric run input in a
- * sealed region is used where it lies, without a copy: the mapping lives
- * as long as any tensor on it (a backend may keep an input and its data
- * pointer past the run: Torch does, for a module attribute). One in the
- * arena is copied, as the next request reuses the arena; a callback's reply
- * tensors are copied (they outlive the reply); STRING tensors are always
- * copied, then checked. To the core: the host-to-core arena from offset 0 for each
- * message (the core copies arena tensors out as soon as a message arrives,
- * before it sends anything), else one sealed region per message.
+ * message's fds[k-1], a sealed large region. A numeric run input is used
+ * where it lies, without a copy, its tensor holding a reference on the
+ * mapping: a backend may keep an input and the data pointer it read past
+ * the run (Torch does, for a module attribute), and in-process that data
+ * never moves or changes while a reference is held. A sealed region cannot
+ * change; an arena input still held after the run gets private pages at
+ * its address before the next request reuses the arena
+ * (HostWire_KeepArenaInputs). A callback's reply tensors are copied (they
+ * outlive the reply); STRING tensors are always copied, then checked.
+ *
+ * To the core: the host-to-core arena from offset 0 for each message (the
+ * core copies arena tensors out as soon as a message arrives, before it
+ * sends anything), else one sealed region per message.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "host.h"
 #include "iso_shm.h"
 
-struct HostMapping {
-    int refs; /* atomic: tensors on any thread release theirs */
-    void *map;
-    size_t len;
-};
+HostMapping *HostMapping_New(void *map, size_t len) {
+    HostMapping *hm = calloc(1, sizeof(*hm));
+    if (hm == NULL) return NULL;
+    hm->refs = 1;
+    hm->map = map;
+    hm->len = len;
+    return hm;
+}
 
-static void mappingRelease(void *ctx) {
-    HostMapping *hm = ctx;
-    if (__atomic_sub_fetch(&hm->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+static void mappingRetain(HostMapping *hm) {
+    __atomic_add_fetch(&hm->refs, 1, __ATOMIC_RELAXED);
+}
+
+void HostMapping_Release(void *mapping) {
+    HostMapping *hm = mapping;
+    if (hm == NULL || __atomic_sub_fetch(&hm->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
     IsoShm_Unmap(hm->map, hm->len);
     free(hm);
 }
@@ -60,9 +72,11 @@ RAI_Tensor *HostWire_TensorIn(HostChannel *ch, IsoMsg *m, HostRegions *regions,
                            (unsigned long long)d->offset);
     const unsigned char *base;
     size_t len;
+    HostMapping *owner;
     if (d->region == 0) {
-        base = ch->c2h;
-        len = ch->c2h_len;
+        owner = ch->c2h;
+        base = owner->map;
+        len = owner->len;
     } else {
         int k = d->region - 1;
         if (k >= m->nfds) Host_ProtocolError("%s %u: region %u was not sent", what, i, d->region);
@@ -72,17 +86,19 @@ RAI_Tensor *HostWire_TensorIn(HostChannel *ch, IsoMsg *m, HostRegions *regions,
             if (!IsoShm_Check(m->fds[k], F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW, 0, 0, &size,
                               why, sizeof(why)))
                 Host_ProtocolError("%s %u: large region: %s", what, i, why);
-            HostMapping *hm = calloc(1, sizeof(*hm));
-            if (hm == NULL) return NULL;
-            hm->map = IsoShm_Map(m->fds[k], size, 0);
-            if (hm->map == NULL)
+            void *map = IsoShm_Map(m->fds[k], size, 0);
+            if (map == NULL)
                 Host_ProtocolError("%s %u: cannot map its region: %s", what, i, strerror(errno));
-            hm->len = size;
-            hm->refs = 1; /* the message's, dropped by HostWire_Unmap */
-            regions->map[k] = hm;
+            /* The message's reference, dropped by HostWire_Unmap. */
+            regions->map[k] = HostMapping_New(map, size);
+            if (regions->map[k] == NULL) {
+                IsoShm_Unmap(map, size);
+                return NULL;
+            }
         }
-        base = regions->map[k]->map;
-        len = regions->map[k]->len;
+        owner = regions->map[k];
+        base = owner->map;
+        len = owner->len;
     }
     if (d->offset > len || d->nbytes > len - d->offset)
         Host_ProtocolError("%s %u: bytes [%llu, +%llu) outside its region of %zu", what, i,
@@ -96,20 +112,65 @@ RAI_Tensor *HostWire_TensorIn(HostChannel *ch, IsoMsg *m, HostRegions *regions,
             Host_ProtocolError("%s %u: %s", what, i, why);
         return t;
     }
-    if (!borrow || d->region == 0) return HostTensor_Copy(dt, d->dims, (int)d->ndims, src, d->nbytes);
-    HostMapping *hm = regions->map[d->region - 1];
-    __atomic_add_fetch(&hm->refs, 1, __ATOMIC_RELAXED);
+    if (!borrow) return HostTensor_Copy(dt, d->dims, (int)d->ndims, src, d->nbytes);
+    mappingRetain(owner);
     RAI_Tensor *t = HostTensor_Borrow(dt, d->dims, (int)d->ndims, (void *)src, d->nbytes,
-                                      mappingRelease, hm);
-    if (t == NULL) mappingRelease(hm);
+                                      HostMapping_Release, owner);
+    if (t == NULL) HostMapping_Release(owner);
     return t;
 }
 
 void HostWire_Unmap(HostRegions *regions) {
     for (int k = 0; k < ISO_MAX_FDS; k++) {
-        if (regions->map[k]) mappingRelease(regions->map[k]);
+        HostMapping_Release(regions->map[k]);
         regions->map[k] = NULL;
     }
+}
+
+/* Gives the pages under [p, p + n) of the old arena view private copies
+ * of themselves, at the same address and read-only as before. */
+static void privatize(unsigned char *p, size_t n) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(page - 1);
+    uintptr_t hi = ((uintptr_t)p + n + page - 1) & ~(uintptr_t)(page - 1);
+    size_t len = hi - lo;
+    void *copy = malloc(len);
+    if (copy == NULL) Host_ProtocolError("out of memory keeping an input past its run");
+    memcpy(copy, (void *)lo, len);
+    /* MAP_FIXED replaces exactly those pages of the view; the rest of it
+     * stays mapped until the view's last reference goes. */
+    void *q = mmap((void *)lo, len, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (q == MAP_FAILED)
+        Host_ProtocolError("cannot keep an input past its run: %s", strerror(errno));
+    memcpy(q, copy, len);
+    mprotect(q, len, PROT_READ);
+    free(copy);
+}
+
+void HostWire_KeepArenaInputs(HostChannel *ch, RAI_Tensor *const *inputs,
+                              const IsoTensorDesc *descs, uint32_t n) {
+    HostMapping *old = ch->c2h;
+    int kept = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (inputs[i] == NULL || descs[i].region != 0 || descs[i].code == RAI_DTYPE_STRING ||
+            descs[i].nbytes == 0 || !HostTensor_Shared(inputs[i]))
+            continue;
+        /* The core writes the next request's inputs into the arena: give
+         * this input, which a backend still holds, its own pages first.
+         * By its data pointer: the view it lies in may be an older one
+         * than the channel's (a nested run retired that already). */
+        privatize(Host_Api()->tensor_data(inputs[i]), descs[i].nbytes);
+        kept = 1;
+    }
+    if (!kept) return;
+    /* The old view now belongs to the tensors on it; the channel maps the
+     * arena again for the next requests. */
+    void *fresh = IsoShm_Map(ch->c2h_fd, old->len, 0);
+    if (fresh == NULL) Host_ProtocolError("cannot map the arena again: %s", strerror(errno));
+    ch->c2h = HostMapping_New(fresh, old->len);
+    if (ch->c2h == NULL) Host_ProtocolError("out of memory mapping the arena again");
+    HostMapping_Release(old);
 }
 
 int HostWire_Place(HostChannel *ch, RAI_Tensor *const *tensors, size_t n, IsoTensorDesc *descs,
