@@ -65,8 +65,8 @@ class Plan:
         self.target_seconds = 1.5 if quick else 4.0
 
     def blob_requests(self, size: int) -> int:
-        n = max(6, min(2000, (256 * MB) // size))
-        return max(6, n // 4) if self.quick else n
+        n = max(16, min(2000, (512 * MB) // size))
+        return max(10, n // 4) if self.quick else n
 
 
 def med(xs: list[float]) -> float:
@@ -280,60 +280,121 @@ def print_report(results: dict[str, Any]) -> None:
         print(f"  {name:<52} {val:6.2f}x  (target {op} {target:.2f}x)  {'PASS' if ok else 'MISS'}")
 
 
+def print_comparison(runs: dict[str, dict[str, Any]]) -> None:
+    """The targets of every variant side by side."""
+    labels = list(runs)
+    table = {label: targets(run) for label, run in runs.items()}
+    print()
+    print("Targets, " + " vs ".join(labels))
+    head = "".join(f" {lab[:10]:>10}" for lab in labels)
+    print(f"  {'':<52}{head}   target")
+    for i, (name, _, op, target) in enumerate(table[labels[0]]):
+        cells = "".join(f" {table[lab][i][1]:9.2f}x" for lab in labels)
+        print(f"  {name:<52}{cells}   {op} {target:.2f}x")
+    print()
+    print("Figures, " + " vs ".join(labels) + " (us, req/s)")
+    print(f"  {'':<52}{head}")
+    for kind in runs[labels[0]]["backends"]:
+        rows = [
+            ("PING p50, 1 client", lambda r: r["cnn_1client"]["ping_p50_us"]),
+            ("trivial EXEC p50, 1 client", lambda r: r["trivial_1client"]["run_p50_us"]),
+            ("trivial floor p50", lambda r: r["trivial_1client"]["floor_p50_us"]),
+            ("CNN EXEC p50, 1 client", lambda r: r["cnn_1client"]["run_p50_us"]),
+            ("CNN floor p50", lambda r: r["cnn_1client"]["floor_p50_us"]),
+            ("CNN req/s, 32 clients", lambda r: r["cnn_32clients"]["rps"]),
+            ("CNN floor req/s (1 thread)", lambda r: r["cnn_32clients"]["floor_rps"]),
+        ]
+        for name, get in rows:
+            cells = "".join(f" {get(runs[lab]['backends'][kind]):10.1f}" for lab in labels)
+            print(f"  {kind + ' ' + name:<52}{cells}")
+
+
+def parse_variants(values: list[str]) -> list[tuple[str, pathlib.Path]]:
+    """--install DIR or --install LABEL=DIR, repeatable; none: the newest install tree."""
+    if not values:
+        return [("", base.find_install(None))]
+    out = []
+    for v in values:
+        label, sep, path = v.partition("=")
+        if not sep:
+            label, path = "", v
+        out.append((label, pathlib.Path(path).resolve()))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--install", help="install tree (default: newest install/redisai-*/)")
+    ap.add_argument("--install", action="append", default=[], metavar="[LABEL=]DIR",
+                    help="install tree (default: newest install/redisai-*/); repeat with labels "
+                         "(before=DIR --install after=DIR) to measure several trees in one run, "
+                         "backend by backend, alternating")
     ap.add_argument("--build", default=str(HERE.parent / "build"), help="configured build folder")
     ap.add_argument("--quick", action="store_true", help="fewer iterations, shorter runs")
     ap.add_argument("--kinds", default=",".join(KINDS), help="backends, comma-separated")
     ap.add_argument("--no-blobs", action="store_true", help="skip TENSORSET/TENSORGET vs SET/GET")
-    ap.add_argument("--label", default="", help="a word stored with the results (e.g. before)")
     ap.add_argument("--out", default=str(HERE / "results"), help="folder of the JSON and PNG")
     opts = ap.parse_args()
 
     t_start = time.perf_counter()
     plan = Plan(opts.quick)
-    install = base.find_install(opts.install)
+    variants = parse_variants(opts.install)
     floor_exe, load_exe = floor_tools.build(pathlib.Path(opts.build))
     kinds = [k.strip().upper() for k in opts.kinds.split(",") if k.strip()]
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-floor-"))
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    results: dict[str, Any] = {
-        "timestamp": stamp, "label": opts.label, "quick": opts.quick, "install": str(install),
-        "cores": os.cpu_count(), "loadavg_start": os.getloadavg(), "backends": {},
-    }
+    runs: dict[str, dict[str, Any]] = {
+        label: {"timestamp": stamp, "label": label, "quick": opts.quick, "install": str(inst),
+                "cores": os.cpu_count(), "backends": {}}
+        for label, inst in variants}
+    loadavg_start = os.getloadavg()
     try:
         print("building the models with the frameworks (child process) ...", flush=True)
         subprocess.run([sys.executable, str(HERE / "floor_models.py"), str(work / "models")],
                        check=True)
         manifest = json.loads((work / "models" / "manifest.json").read_text())
-        results["versions"] = manifest["versions"]
         for kind in kinds:
-            print(f"{kind}: measuring ...", flush=True)
-            b = Backend(kind, install, manifest, load_exe, floor_exe, work)
-            try:
-                results["backends"][kind] = bench_backend(b, plan, work)
-                if not opts.no_blobs and "blobs" not in results:
-                    print("BLOB vs SET/GET: measuring ...", flush=True)
-                    results["blobs"] = bench_blobs(b.load, b.client, plan)
-            finally:
-                b.stop()
+            for label, inst in variants:
+                print(f"{kind} {label}: measuring ...", flush=True)
+                run = runs[label]
+                run["versions"] = manifest["versions"]
+                b = Backend(kind, inst, manifest, load_exe, floor_exe, work)
+                try:
+                    run["backends"][kind] = bench_backend(b, plan, work)
+                finally:
+                    b.stop()
+        if not opts.no_blobs:
+            kind = kinds[0]
+            for label, inst in variants:
+                print(f"BLOB vs SET/GET {label}: measuring ...", flush=True)
+                b = Backend(kind, inst, manifest, load_exe, floor_exe, work)
+                try:
+                    runs[label]["blobs"] = bench_blobs(b.load, b.client, plan)
+                finally:
+                    b.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    results["loadavg_end"] = os.getloadavg()
-    results["targets"] = [{"name": n, "value": v, "op": op, "target": t}
-                          for n, v, op, t in targets(results)]
-    print_report(results)
+    for run in runs.values():
+        run["loadavg"] = [loadavg_start, os.getloadavg()]
+        run["targets"] = [{"name": n, "value": v, "op": op, "target": t}
+                          for n, v, op, t in targets(run)]
+        if len(runs) > 1:
+            print(f"\n===== {run['label']}: {run['install']}")
+        print_report(run)
+    if len(runs) > 1:
+        print_comparison(runs)
 
     out = pathlib.Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / f"{stamp}.json"
-    json_path.write_text(json.dumps(results, indent=1))
+    doc: dict[str, Any] = next(iter(runs.values())) if len(runs) == 1 else {
+        "timestamp": stamp, "runs": runs}
+    json_path.write_text(json.dumps(doc, indent=1))
     import floor_plot  # noqa: PLC0415  (matplotlib: only now)
 
-    png = floor_plot.draw(results, out / f"{stamp}.png")
+    last = list(runs.values())[-1]
+    png = floor_plot.draw(last, out / f"{stamp}.png")
     shutil.copyfile(png, out / "latest.png")
-    print(f"\nwrote {json_path}, {png} (and {out / 'latest.png'})")
+    print(f"\nwrote {json_path}, {png} (of '{last['label']}'; also {out / 'latest.png'})")
     print(f"total {time.perf_counter() - t_start:.0f} s")
     return 0
 

@@ -39,6 +39,8 @@ def draw(results: dict[str, Any], path: pathlib.Path) -> pathlib.Path:
             thr.axhline(floor["floor_rps"], color=color, lw=1, ls=":",
                         label=f"in-process, 1 thread ({label})")
         lat.plot(clients, [x["p50_us"] for x in sweep["ping"]], "^-", color="gray", label="PING p50")
+        thr.plot(clients, [x["rps"] for x in sweep["ping"]], "^-", color="gray", alpha=.6,
+                 label="PING")
         lat.axhline(ping_p50, color="gray", lw=1, ls=":", label="PING p50, 1 client")
         thr.axhline(0.85 * r["cnn_1client"]["floor_rps"], color="tab:red", lw=.8, ls="-.",
                     alpha=.5, label="target: 0.85x CNN in-process")
@@ -50,7 +52,7 @@ def draw(results: dict[str, Any], path: pathlib.Path) -> pathlib.Path:
         lat.set_yscale("log")
         lat.set_ylabel("round-trip latency, us")
         thr.set_ylabel("AI.MODELEXECUTE per second")
-        thr.set_ylim(bottom=0)
+        thr.set_yscale("log")
         lat.set_title(f"{kind} {results.get('versions', {}).get(kind, '')}: latency")
         thr.set_title(f"{kind}: throughput")
         lat.legend(fontsize=6.5, loc="upper left")
@@ -68,7 +70,10 @@ def main() -> int:
     if len(sys.argv) != 2:
         sys.exit("usage: floor_plot.py RESULTS.json")
     src = pathlib.Path(sys.argv[1])
-    print(draw(json.loads(src.read_text()), src.with_suffix(".png")))
+    doc = json.loads(src.read_text())
+    if "runs" in doc:  # several install trees measured in one run: the last one
+        doc = list(doc["runs"].values())[-1]
+    print(draw(doc, src.with_suffix(".png")))
     return 0
 
 

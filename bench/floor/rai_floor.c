@@ -13,13 +13,15 @@
  *   rai_floor --so BACKEND.so --kind TF|TORCH|ONNX --model BLOB
  *             --input DTYPE:D1xD2x...:FILE [--input ...] [--in-name N ...]
  *             [--out-name N ...] [--noutputs K] [--iters N] [--warmup N]
- *             [--intra N] [--inter N] [--dump-output FILE]
+ *             [--intra N] [--inter N] [--timeout-ms N] [--dump-output FILE]
  *
  * DTYPE is FLOAT, DOUBLE, INT32, INT64 or UINT8; FILE holds the raw
  * little-endian bytes (exactly product(dims) elements). TF needs the
  * input and output names; the other backends read them from the model.
  * --intra / --inter are what INTRA_OP_PARALLELISM / INTER_OP_PARALLELISM
- * give the backend (0: the framework's default, as in the module).
+ * give the backend (0: the backend's default, as in the module);
+ * --timeout-ms is MODEL_EXECUTION_TIMEOUT (0, the default here: none; the
+ * module's default is 5000, which ONNX runs watch).
  *
  * The host table is a small one of its own (host_api.c of the isolation
  * host is tied to its channel and log socket): libc memory with 64-byte
@@ -376,6 +378,8 @@ static void parseArgs(int argc, char **argv, Options *o) {
             config[RAI_CONFIG_INTRA_OP_PARALLELISM] = parseCount(a, v, 0);
         } else if (!strcmp(a, "--inter")) {
             config[RAI_CONFIG_INTER_OP_PARALLELISM] = parseCount(a, v, 0);
+        } else if (!strcmp(a, "--timeout-ms")) {
+            config[RAI_CONFIG_MODEL_EXECUTION_TIMEOUT] = parseCount(a, v, 0);
         } else {
             die("unknown option %s", a);
         }
@@ -516,11 +520,12 @@ int main(int argc, char **argv) {
     double sum = 0;
     for (long i = 0; i < o.iters; i++) sum += job.lat[i];
     printf("{\"kind\": \"%s\", \"framework\": \"%s\", \"framework_version\": \"%s\", "
-           "\"iters\": %ld, \"warmup\": %ld, \"intra\": %lld, \"inter\": %lld, "
+           "\"iters\": %ld, \"warmup\": %ld, \"intra\": %lld, \"inter\": %lld, \"timeout_ms\": %lld, "
            "\"p50_us\": %.2f, \"p90_us\": %.2f, \"p99_us\": %.2f, \"min_us\": %.2f, "
            "\"mean_us\": %.2f, \"rps\": %.1f}\n",
            o.kind, desc->framework, desc->framework_version, o.iters, o.warmup,
            config[RAI_CONFIG_INTRA_OP_PARALLELISM], config[RAI_CONFIG_INTER_OP_PARALLELISM],
+           config[RAI_CONFIG_MODEL_EXECUTION_TIMEOUT],
            pct(job.lat, o.iters, .5) * 1e6, pct(job.lat, o.iters, .9) * 1e6,
            pct(job.lat, o.iters, .99) * 1e6, job.lat[0] * 1e6, sum / (double)o.iters * 1e6,
            (double)o.iters / job.wall);
