@@ -158,7 +158,8 @@ def profile(kind: str, install: pathlib.Path, manifest: dict, load_exe: pathlib.
         load = floor_tools.Load(load_exe, srv.port, work)
         load.run([cmd], clients=clients, requests=500)
         data = work / f"perf-{kind}.data"
-        perf = subprocess.Popen(["perf", "record", "-F", str(RATE), "-e", "cpu-clock",
+        # -N: no copies of the sampled libraries in ~/.debug (libtorch alone is 400 MB)
+        perf = subprocess.Popen(["perf", "record", "-N", "-F", str(RATE), "-e", "cpu-clock",
                                  "--call-graph", "dwarf,32768", "-o", str(data), "-p",
                                  str(srv.proc.pid)], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
@@ -166,7 +167,9 @@ def profile(kind: str, install: pathlib.Path, manifest: dict, load_exe: pathlib.
         (res,) = load.run([cmd], clients=clients, seconds=seconds, warmup=5)
         perf.send_signal(signal.SIGINT)
         perf.wait(timeout=120)
-        script = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,tid,ip,sym"],
+        # --no-inline: addr2line over libtorch's debug info takes minutes
+        script = subprocess.run(["perf", "script", "--no-inline", "-i", str(data),
+                                 "-F", "comm,tid,ip,sym"],
                                 capture_output=True, text=True, timeout=600).stdout
         data.unlink(missing_ok=True)
         if os.environ.get("PROFILE_KEEP"):
@@ -180,14 +183,41 @@ def profile(kind: str, install: pathlib.Path, manifest: dict, load_exe: pathlib.
 
 
 def report(p: dict) -> None:
-    # samples during the recorded window only approximately: perf ran 1 s before it
-    per_req = 1e6 / RATE / (p["rps"] * (p["seconds"] + 1.0))
+    # perf also ran 1 s before the window, with the server idle (no samples to speak of)
+    per_req = 1e6 / RATE / p["requests"]
     print(f"\n{p['kind']} {p['model']}  {p['clients']} clients  {p['rps']:.0f} req/s  p50 {p['p50_us']:.0f} us  "
           f"module args {' '.join(p['module_args']) or '-'}  ({p['samples']} samples)")
     print(f"  {'thread':<11} {'step':<12} {'share':>6} {'CPU us/req':>10}")
     for role in ("main", "worker", "pool/other"):
         for step, n in sorted(p["steps"].get(role, {}).items(), key=lambda kv: -kv[1]):
             print(f"  {role:<11} {step:<12} {n / p['samples']:6.1%} {n * per_req:10.1f}")
+
+
+def markdown(before: list[dict], after: list[dict]) -> str:
+    """CPU us per request by thread and step, before and after, per backend."""
+    kinds = [p["kind"] for p in before]
+    lines = ["| thread | step | " + " | ".join(f"{k} before | {k} after" for k in kinds) + " |",
+             "|---|---|" + "---:|---:|" * len(kinds)]
+    steps = [("main", s) for s in ("read+parse", "command", "hand-off", "reply", "loop/other")]
+    steps += [("worker", s) for s in ("wait/wake", "input conv", "framework", "output conv",
+                                      "unblock", "core glue")]
+    steps += [("pool/other", "framework")]
+    by = {(p["kind"], which): p for which, runs in (("b", before), ("a", after)) for p in runs}
+
+    def cell(p: dict, role: str, step: str) -> str:
+        return f"{p['steps'].get(role, {}).get(step, 0) * 1e6 / RATE / p['requests']:.1f}"
+
+    for role, step in steps:
+        cells = " | ".join(f"{cell(by[k, 'b'], role, step)} | {cell(by[k, 'a'], role, step)}"
+                           for k in kinds)
+        lines.append(f"| {role} | {step} | {cells} |")
+    total = " | ".join(
+        f"{by[k, w]['samples'] * 1e6 / RATE / by[k, w]['requests']:.1f}" for k in kinds
+        for w in ("b", "a"))
+    lines.append(f"| all | CPU us per request | {total} |")
+    rps = " | ".join(f"{by[k, w]['rps']:,.0f}" for k in kinds for w in ("b", "a"))
+    lines.append(f"| | req/s during the profile | {rps} |")
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -200,10 +230,15 @@ def main() -> int:
     ap.add_argument("--module-args", default="")
     ap.add_argument("--model", choices=("cnn", "trivial"), default="cnn")
     ap.add_argument("--json", help="also write the figures here")
+    ap.add_argument("--table", nargs=2, metavar=("BEFORE.json", "AFTER.json"),
+                    help="only print a Markdown table of two --json files, and exit")
     opts = ap.parse_args()
+    if opts.table:
+        print(markdown(*(json.loads(pathlib.Path(f).read_text()) for f in opts.table)))
+        return 0
     if os.geteuid() != 0 and pathlib.Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip() > "1":
         sys.exit("perf needs root or kernel.perf_event_paranoid <= 1")
-    install = base.find_install(opts.install)
+    install = base.find_install(opts.install).resolve()
     _, load_exe = floor_tools.build(pathlib.Path(opts.build))
     work = pathlib.Path(tempfile.mkdtemp(prefix="profile-execute-"))
     subprocess.run([sys.executable, str(HERE / "floor_models.py"), str(work / "models")], check=True)
