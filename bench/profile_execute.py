@@ -81,6 +81,10 @@ def _steps_worker(frames: list[str]) -> str:
         return "framework"
     if "workerMain" in joined and not any(s in joined for s in ("Dag_RunBatch",)):
         return "wait/wake"
+    # A stack that never reaches the core's frames was cut inside the framework
+    # (MKL's kernels, for one, cannot be unwound).
+    if "Dag_" not in joined and "workerMain" not in joined:
+        return "framework"
     return "core glue"
 
 
