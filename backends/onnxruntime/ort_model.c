@@ -7,12 +7,14 @@
  * model_create returns, and everything a run creates (its OrtRunOptions,
  * its input and output values) belongs to that run alone.
  */
+#define _GNU_SOURCE /* sched_getaffinity, in backend_threads.h */
 #include "ort_model.h"
 
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../backend_threads.h"
 #include "ort_allocator.h"
 #include "ort_backend.h"
 #include "ort_external.h"
@@ -81,9 +83,12 @@ static OrtSessionOptions *session_options(const RAI_ModelSpec *spec, RAI_Error *
     if (ort_failed(api->CreateSessionOptions(&opts), err)) {
         return NULL;
     }
-    /* 0 leaves ORT's default (one thread per physical core). */
-    long long intra = ort.host->config_get(RAI_CONFIG_INTRA_OP_PARALLELISM);
-    if (intra > 0 && ort_failed(api->SetIntraOpNumThreads(opts, int_option(intra)), err)) {
+    /* INTRA_OP_PARALLELISM, or the default of backend_threads.h from the
+     * core count (ORT's own, one thread per physical core, spins against
+     * Redis's main thread). 1 runs every node in the calling worker and
+     * starts no pool at all. */
+    long long intra = rai_intra_op_threads(ort.host);
+    if (ort_failed(api->SetIntraOpNumThreads(opts, int_option(intra)), err)) {
         goto fail;
     }
     long long inter = ort.host->config_get(RAI_CONFIG_INTER_OP_PARALLELISM);

@@ -15,6 +15,13 @@ static struct {
     int started; /* 0: not yet, 1: running, -1: pthread_create failed */
     int start_errno;
     OrtWatchedRun *runs;
+    /* When the watchdog wakes next on its own; has_alarm 0: it sleeps with
+     * no deadline. A run whose deadline is not earlier needs no wake-up:
+     * runs of one server share one timeout, so a new run's deadline is
+     * nearly always later than those already watched, and waking the
+     * watchdog for each run cost a context switch per request. */
+    struct timespec alarm;
+    int has_alarm;
 } dog = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .once = PTHREAD_ONCE_INIT,
@@ -46,6 +53,8 @@ static void *watch(void *arg) {
                 waiting = 1;
             }
         }
+        dog.alarm = next;
+        dog.has_alarm = waiting;
         if (waiting) {
             pthread_cond_timedwait(&dog.wake, &dog.lock, &next);
         } else {
@@ -97,8 +106,14 @@ int ort_watchdog_watch(OrtWatchedRun *run, OrtRunOptions *options, long long tim
         dog.runs->prev = run;
     }
     dog.runs = run;
-    /* The watchdog may be asleep until a later deadline, or with none. */
-    pthread_cond_signal(&dog.wake);
+    /* The watchdog may be asleep until a later deadline, or with none: then
+     * it must recompute. An alarm at or before this deadline finds the run
+     * (it is in the list before the lock is released). */
+    if (!dog.has_alarm || before(&deadline, &dog.alarm)) {
+        dog.alarm = deadline;
+        dog.has_alarm = 1;
+        pthread_cond_signal(&dog.wake);
+    }
     pthread_mutex_unlock(&dog.lock);
     return 1;
 }

@@ -6,10 +6,12 @@
  * a queue runs the same session at once; nothing here is mutated after
  * model_create returns.
  */
+#define _GNU_SOURCE /* sched_getaffinity, in backend_threads.h */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../backend_threads.h"
 #include "backend_abi.h"
 #include "tensorflow/c/c_api.h"
 #include "tf_convert.h"
@@ -83,10 +85,10 @@ static void session_config(ProtoBuf *p, RAI_DeviceKind device, int64_t device_id
         static const uint8_t no_gpu[] = {0x0a, 0x07, 0x0a, 0x03, 'G', 'P', 'U', 0x10, 0x00};
         proto_bytes(p, no_gpu, sizeof(no_gpu));
     }
-    long long intra = host->config_get(RAI_CONFIG_INTRA_OP_PARALLELISM);
-    if (intra > 0) {
-        proto_int32_field(p, 0x10, intra); /* intra_op_parallelism_threads = 2 */
-    }
+    /* INTRA_OP_PARALLELISM, or the default of backend_threads.h from the
+     * core count (TF's own is one thread per core, against Redis's main
+     * thread and the queue's workers). */
+    proto_int32_field(p, 0x10, rai_intra_op_threads(host)); /* intra_op_parallelism_threads = 2 */
     long long inter = host->config_get(RAI_CONFIG_INTER_OP_PARALLELISM);
     if (inter > 0) {
         proto_int32_field(p, 0x28, inter); /* inter_op_parallelism_threads = 5 */

@@ -15,6 +15,8 @@
  */
 #include "torch_backend.h"
 
+#include "../backend_threads.h"
+
 #include <c10/core/InferenceMode.h>
 #include <c10/core/CPUAllocator.h>
 #include <ATen/Parallel.h>
@@ -425,7 +427,7 @@ void *torch_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_E
         if (spec->size < sizeof(*spec)) {
             throw std::runtime_error("ERR model spec too old for the Torch backend");
         }
-        apply_thread_config();
+        apply_thread_config(true);
         if (!thread_config_error().empty()) {
             throw std::runtime_error(thread_config_error());
         }
@@ -550,8 +552,9 @@ int clamp_threads(long long n) {
  * take the intra-op count over in prepare_worker_thread. */
 }  // namespace
 
-void apply_thread_config() {
+void apply_thread_config(bool creating) {
     static bool intra_done = false;
+    static bool intra_default_done = false;
     static bool inter_done = false;
     long long intra = intra_done ? 0 : host->config_get(RAI_CONFIG_INTRA_OP_PARALLELISM);
     if (intra > 0) {
@@ -562,6 +565,18 @@ void apply_thread_config() {
             thread_config_error_text =
                 "Cannot set number of intra-op threads after parallel work has started";
             host->log(RAI_LOG_WARNING, "Torch: %s", one_line(error_text(e)).c_str());
+        }
+    } else if (!intra_done && !intra_default_done && creating) {
+        /* No INTRA_OP_PARALLELISM: the default of backend_threads.h, at the
+         * first create, when THREADS_PER_QUEUE is known (libtorch's own, an
+         * OpenMP thread per physical core, yields against Redis's main
+         * thread). An explicit setting given later still wins. */
+        intra_default_done = true;
+        try {
+            at::set_num_threads(clamp_threads(rai_intra_op_threads(host)));
+        } catch (const std::exception &e) {
+            host->log(RAI_LOG_WARNING, "Torch: default intra-op threads: %s",
+                      one_line(error_text(e)).c_str());
         }
     }
     long long inter = inter_done ? 0 : host->config_get(RAI_CONFIG_INTER_OP_PARALLELISM);

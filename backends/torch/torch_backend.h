@@ -31,8 +31,10 @@ extern const RAI_HostApi *host;
 const std::string &thread_config_error();
 
 /* Applies INTRA/INTER_OP_PARALLELISM if set and not yet applied (main
- * thread: the entry and every create call it). */
-void apply_thread_config();
+ * thread: the entry and every create call it). At a create (creating), with
+ * no INTRA_OP_PARALLELISM set, applies once the default intra-op count of
+ * backend_threads.h. */
+void apply_thread_config(bool creating = false);
 
 /* libtorch's message as RedisAI 1.2 replied it: e.what(), for a c10::Error
  * what_without_backtrace(), with nothing changed but a C++ backtrace taken

@@ -355,7 +355,7 @@ void *script_create(const RAI_ScriptSpec *spec, RAI_Error *err) {
         if (spec->size < sizeof(*spec)) {
             throw std::runtime_error("ERR script spec too old for the Torch backend");
         }
-        apply_thread_config();
+        apply_thread_config(true);
         if (!thread_config_error().empty()) {
             throw std::runtime_error(thread_config_error());
         }
