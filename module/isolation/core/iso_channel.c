@@ -475,7 +475,9 @@ static int serveRedisCall(IsoChan *c, IsoMsg *m, char *why, size_t wl) {
     char *cmd = NULL;
     uint32_t n = 0;
     IsoReader_StrDup(&r, &cmd, NULL, ISO_NAME_MAX);
-    IsoReader_Count(&r, &n, ISO_TENSORS_MAX * 16, 4);
+    /* As many arguments as the bytes carry (each at least its u32 length):
+     * a script may pass more than any fixed cap, as it may in-process. */
+    IsoReader_Count(&r, &n, UINT32_MAX, 4);
     const char **args = calloc(n ? n : 1, sizeof(char *));
     size_t *lens = calloc(n ? n : 1, sizeof(size_t));
     for (uint32_t i = 0; args && lens && i < n; i++)
