@@ -140,13 +140,16 @@ def main() -> None:
     ap.add_argument("--install")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", choices=["latency", "throughput", "restart"])
+    ap.add_argument("--threads-per-queue", type=int, default=1,
+                    help="THREADS_PER_QUEUE of both servers (default 1, the issue's setting)")
     args = ap.parse_args()
     want = {args.only} if args.only else {"latency", "throughput", "restart"}
     install = base.find_install(args.install)
     rounds = 2000 if args.quick else 20000
     seconds = 3.0 if args.quick else 10.0
-    servers = {"in-process": RedisServer(install / "redisai.so"),
-               "isolated": RedisServer(install / "redisai.so", ALL)}
+    tpq = ["THREADS_PER_QUEUE", str(args.threads_per_queue)]
+    servers = {"in-process": RedisServer(install / "redisai.so", tpq),
+               "isolated": RedisServer(install / "redisai.so", [*ALL, *tpq])}
     try:
         clients = {k: base.Client(s.port) for k, s in servers.items()}
         for c in clients.values():
@@ -164,7 +167,8 @@ def main() -> None:
             a, b = pct(t["in-process"], 0.5) * 1e6, pct(t["isolated"], 0.5) * 1e6
             a99, b99 = pct(t["in-process"], 0.99) * 1e6, pct(t["isolated"], 0.99) * 1e6
             print(f"{name:12} {a:10.1f}us {b:11.1f}us {b - a:7.1f}us {a99:10.1f}us {b99:11.1f}us")
-        print(f"\n# CNN, 32 clients, {seconds:.0f} s each")
+        print(f"\n# CNN, 32 clients, {seconds:.0f} s each, THREADS_PER_QUEUE "
+              f"{args.threads_per_queue}")
         for name in ("onnx_cnn", "torch_cnn") if "throughput" in want else ():
             r = {k: throughput(s.port, RUNS[name], 32, seconds) for k, s in servers.items()}
             print(f"{name:12} in-process {r['in-process']:8.0f}/s  isolated "
