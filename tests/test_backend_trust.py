@@ -365,6 +365,7 @@ def test_note_survives_gc_sections_and_version_script(srv, c, tmp_path):
     refused(srv, c, "ONNX", hidden, "does not export the entry symbol RAI_BackendEntry")
 
 
+@pytest.mark.inprocess_only("looks for the refused file in redis-server's own maps")
 def test_refused_after_its_entry_ran_stays_mapped(module_path, tmp_path):
     """Crash 5's second line: a backend refused after its entry ran (note TF, descriptor
     ONNX) has a thread running its code; the loader must not dlclose it. The server keeps

@@ -145,6 +145,8 @@ def test_check_names_a_broken_side_by_side_folder(install_dir, old_folder, tmp_p
     clone = tmp_path / install_dir.name
     (clone / "backends").mkdir(parents=True)
     os.link(install_dir / "redisai.so", clone / "redisai.so")
+    # The backend host lives beside redisai.so: an isolated run (--isolate) needs it too.
+    os.link(install_dir / "redisai-backend-host", clone / "redisai-backend-host")
     new = os.readlink(install_dir / "backends" / "redisai_onnxruntime")
     for folder in (old_folder.name, new):
         subprocess.run(["cp", "-al", str(install_dir / "backends" / folder),
@@ -300,6 +302,8 @@ def test_build_variant_default_moves_the_link(install_dir, old_folder, tmp_path)
     clone = tmp_path / install_dir.name
     (clone / "backends").mkdir(parents=True)
     os.link(install_dir / "redisai.so", clone / "redisai.so")
+    # The backend host lives beside redisai.so: an isolated run (--isolate) needs it too.
+    os.link(install_dir / "redisai-backend-host", clone / "redisai-backend-host")
     new = os.readlink(install_dir / "backends" / "redisai_onnxruntime")
     for folder in (old_folder.name, new):
         subprocess.run(["cp", "-al", str(install_dir / "backends" / folder),

@@ -34,6 +34,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from build_tools import manifest  # noqa: E402
 
+# Every test here loads the fault backend into redis-server itself (or refuses to): what it
+# records is in-process behaviour. Its isolated behaviour is test_isolation_faults.py's.
+pytestmark = pytest.mark.inprocess_only("loads the fault backend into redis-server itself")
+
 FOLDER = "redisai_fault-1.0-cpu"
 SO = "redisai_fault.so"
 IN_PROCESS = "REDISAI_FAULT_BACKEND_IN_PROCESS"

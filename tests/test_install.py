@@ -359,6 +359,7 @@ def _mapped_files(pid: int) -> set[str]:
         return {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
 
 
+@pytest.mark.inprocess_only("reads the frameworks from redis-server's own maps")
 def test_relocated_tree_runs_a_tf_model(install_dir: Path) -> None:
     blob = _mul_graph_def()
     with tempfile.TemporaryDirectory(prefix="redisai-moved-") as tmp:

@@ -145,6 +145,7 @@ def test_600_outputs_of_1mib_are_counted_and_refused_over_the_limit(c, how):
     np.testing.assert_array_equal(got, X.ravel() * scale)
 
 
+@pytest.mark.inprocess_only("isolated outputs reach Redis's allocator on arrival")
 def test_outputs_that_do_not_fit_are_refused_when_they_are_stored(c):
     """A DAG admitted under the limit whose three 1 MiB outputs do not fit in the room left
     (the outputs of a run in flight): OOM, and none of the three is written; one output

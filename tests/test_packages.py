@@ -148,6 +148,7 @@ def _mapped_files(pid: int) -> set[str]:
         return {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
 
 
+@pytest.mark.inprocess_only("reads the frameworks from redis-server's own maps")
 def test_installed_tree_runs_a_model_on_every_backend_without_a_venv(installed: Path) -> None:
     tf_blob = tf_graphs.mul_graph()
     pt, ox = tm.cnn(), om.cnn()

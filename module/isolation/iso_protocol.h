@@ -22,7 +22,9 @@
 
 /* Caps on decoded counts: every count is hostile until checked. */
 #define ISO_NAME_MAX (1u << 20)
-#define ISO_DIMS_MAX 64
+/* Tensors may have up to 65536 dims in Redis; 1024 keeps a descriptor at 8 KiB and
+ * covers every framework (TF stops at 254); the core refuses more with an error. */
+#define ISO_DIMS_MAX 1024
 #define ISO_TENSORS_MAX 4096
 #define ISO_NAMES_MAX 4096
 /* Deepest reply of a CB_REDIS_REPLY tree, the outermost at depth 0: the

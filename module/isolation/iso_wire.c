@@ -181,7 +181,7 @@ int IsoReader_Tensor(IsoReader *r, IsoTensorDesc *t) {
         !IsoReader_U64(r, &t->offset) || !IsoReader_U64(r, &t->nbytes))
         return 0;
     t->pad = 0;
-    if (t->ndims > ISO_DIMS_MAX) return fail(r, "a tensor has more than 64 dimensions");
+    if (t->ndims > ISO_DIMS_MAX) return fail(r, "a tensor has more dimensions than the protocol carries");
     for (uint32_t i = 0; i < t->ndims; i++) {
         if (!IsoReader_I64(r, &t->dims[i])) return 0;
         if (t->dims[i] < 0) return fail(r, "a tensor has a negative dimension");

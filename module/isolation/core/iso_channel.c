@@ -229,8 +229,13 @@ static int placeTensors(IsoChan *c, int use_arena, RAI_Tensor *const *ts, size_t
         size_t nb = wireBytes(ts[i], &elems);
         RAI_DType dt = api->tensor_dtype(ts[i]);
         IsoTensorDesc *d = &descs[i];
+        int ndims = api->tensor_ndims(ts[i]);
+        if (ndims < 0 || ndims > ISO_DIMS_MAX) {
+            errno = E2BIG;
+            return -1;
+        }
         *d = (IsoTensorDesc){.code = dt.code, .bits = dt.bits, .nbytes = nb,
-                             .ndims = (uint32_t)api->tensor_ndims(ts[i])};
+                             .ndims = (uint32_t)ndims};
         memcpy(d->dims, api->tensor_dims(ts[i]), sizeof(int64_t) * d->ndims);
         size_t at = alignUp(arena);
         if (use_arena && nb <= ISO_ARENA_TENSOR_MAX && at <= c->len && nb <= c->len - at) {
@@ -735,6 +740,16 @@ static void endRun(IsoSlot *s, int rc) {
     pthread_mutex_unlock(&s->mu);
 }
 
+static void placeError(IsoSlot *s, RAI_Error *err) {
+    if (errno == E2BIG) {
+        Error_SetFmt(err, "ERR an isolated %s backend takes tensors of at most %d dimensions",
+                     Backend_KindName(s->kind), ISO_DIMS_MAX);
+    } else {
+        Error_SetFmt(err, "ERR cannot place inputs for the %s backend host: %s",
+                     Backend_KindName(s->kind), strerror(errno));
+    }
+}
+
 static void encodeTensors(IsoBuf *b, const IsoTensorDesc *descs, size_t n) {
     IsoBuf_U32(b, (uint32_t)n);
     for (size_t i = 0; i < n; i++) IsoBuf_Tensor(b, &descs[i]);
@@ -750,8 +765,7 @@ int IsoChannel_ModelRun(IsoHandle *h, const RAI_RunInfo *info, RAI_Tensor *const
     IsoTensorDesc *descs = calloc(ninputs ? ninputs : 1, sizeof(*descs));
     int region = -1, rc = -1;
     if (descs == NULL || placeTensors(c, c->depth == 0, inputs, ninputs, descs, &region) != 0) {
-        Error_SetFmt(err, "ERR cannot place inputs for the %s backend host: %s",
-                     Backend_KindName(h->slot->kind), strerror(errno));
+        placeError(h->slot, err);
     } else {
         IsoBuf b;
         IsoBuf_Init(&b);
@@ -780,8 +794,7 @@ int IsoChannel_ScriptRun(IsoHandle *h, const RAI_RunInfo *info, const RAI_Script
     int region = -1, rc = -1;
     if (descs == NULL ||
         placeTensors(c, c->depth == 0, call->inputs, call->ninputs, descs, &region) != 0) {
-        Error_SetFmt(err, "ERR cannot place inputs for the %s backend host: %s",
-                     Backend_KindName(h->slot->kind), strerror(errno));
+        placeError(h->slot, err);
     } else {
         IsoBuf b;
         IsoBuf_Init(&b);

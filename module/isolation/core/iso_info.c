@@ -1,7 +1,7 @@
 /*
  * iso_info.c - INFO MODULES section `ai_isolation` (docs/isolation.md,
  * "INFO MODULES"): one dictionary field per isolated backend, named after
- * the backend. RSS comes from /proc on the main thread: no message to a host
+ * the backend (ai_host_<name>). RSS comes from /proc on the main thread: no message to a host
  * that may be the very thing that is stuck.
  */
 #define _GNU_SOURCE
@@ -55,8 +55,10 @@ void Iso_InfoSection(RedisModuleInfoCtx *ctx) {
     for (int i = 0; i < ISO_MAX_HOSTS; i++) {
         IsoSlot *s = iso_slots[i];
         if (s == NULL) continue;
-        char field[128];
-        size_t k = 0;
+        /* "host_" first: a backend's own INFO fields start with its framework's
+         * name (ai_onnxruntime_memory), and tools filter by that prefix. */
+        char field[128] = "host_";
+        size_t k = 5;
         for (const char *p = s->name; *p && k + 1 < sizeof(field); p++) {
             int ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
                      (*p >= '0' && *p <= '9') || *p == '_';
