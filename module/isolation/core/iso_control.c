@@ -402,7 +402,10 @@ int IsoControl_Hello(IsoSlot *s, char *why, size_t whylen) {
     if (rc == 0) {
         snprintf(why, whylen, "%s backend host for %s did not answer within %lld ms",
                  Backend_KindName(s->kind), s->shown, rai_config.backend_start_timeout);
-        IsoControl_KillWithReason(s, gen, "hello_timeout", "hello_timeout");
+        char reason[128];
+        snprintf(reason, sizeof(reason), "killed: no hello within %lld ms",
+                 rai_config.backend_start_timeout);
+        IsoControl_KillWithReason(s, gen, reason, "hello_timeout");
         return -1;
     }
     if (rc < 0) {
@@ -464,7 +467,9 @@ int IsoControl_Hello(IsoSlot *s, char *why, size_t whylen) {
     }
     IsoMsg_Free(&m);
     if (!ok) {
-        IsoControl_KillWithReason(s, gen, "start failed", "start_failed");
+        char reason[300];
+        snprintf(reason, sizeof(reason), "killed: start failed: %.200s", why);
+        IsoControl_KillWithReason(s, gen, reason, "start_failed");
         return -1;
     }
     return 0;
