@@ -212,6 +212,33 @@ def test_hang_on_create_is_killed_at_the_start_timeout(module_path: pathlib.Path
         s.stop()
 
 
+def test_entry_that_never_returns_fails_the_load_at_the_start_timeout(
+        module_path: pathlib.Path, fault_backend: pathlib.Path) -> None:  # noqa: F811
+    s = RedisServer(module_path, ["ISOLATE", "ONNX", "BACKEND_START_TIMEOUT", "1000"],
+                    env=_env(REDISAI_FAULT_HANG_ENTRY="1"))
+    try:
+        with RawClient(s.port) as c:
+            reply = c.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(fault_backend))
+            assert isinstance(reply, RespError), reply
+            assert f"ONNX backend host for {fault_backend} did not answer within 1000 ms" in \
+                str(reply), reply
+            assert s.alive()
+            # The hung host was killed and nothing of it is left in INFO; the kind is free.
+            assert "ai_isolated_backends" not in str(c.execute("INFO", "MODULES"))
+            assert "redisai_fault.so" not in pathlib.Path(
+                f"/proc/{s.proc.pid}/maps").read_text()
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                children = pathlib.Path(
+                    f"/proc/{s.proc.pid}/task/{s.proc.pid}/children").read_text().split()
+                if not children:
+                    break
+                time.sleep(0.05)
+            assert not children, children
+    finally:
+        s.stop()
+
+
 def _hosts(c: RawClient) -> dict[str, dict]:
     """Every isolated backend's ai_isolation fields, by field name."""
     text = c.execute("INFO", "MODULES")

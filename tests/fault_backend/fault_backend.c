@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fault_backend.h"
 
@@ -96,6 +97,11 @@ const RAI_BackendDescriptor *RAI_BackendEntry(const RAI_HostApi *h, char *errbuf
     }
     if (fault_decide_mode(errbuf, errlen) != 0) {
         return NULL;
+    }
+    /* An entry that never returns: the core's hello deadline
+     * (BACKEND_START_TIMEOUT) is what ends it. Inside a host only. */
+    if (fault.mode == FAULT_MODE_HOST && env_is("REDISAI_FAULT_HANG_ENTRY", "1")) {
+        for (;;) pause();
     }
     fault.host = h;
     h->log(RAI_LOG_NOTICE, "fault-injection backend %s loaded (%s)", FAULT_VERSION,

@@ -418,8 +418,20 @@ const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind,
     IsoControl_Wake();
     if (IsoControl_Hello(s, why, sizeof(why)) != 0) {
         Error_SetFmt(err, "%s: isolated load failed: %s", shown, why);
+        /* Never restarted; the supervisor reaps the host (killed here if it
+         * still runs) before the slot leaves the table, so no zombie and no
+         * descriptor of it is left behind. */
         pthread_mutex_lock(&s->mu);
         s->retired = 1;
+        if (s->ctl >= 0) IsoSpawn_Kill(s);
+        long long until = Iso_NowMs() + 5000;
+        while (s->ctl >= 0 && Iso_NowMs() < until) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += 50 * 1000000;
+            if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+            pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+        }
         pthread_mutex_unlock(&s->mu);
         /* The slot object is never freed (the supervisor may still hold it);
          * its index is free again. */
