@@ -43,10 +43,14 @@ typedef struct IsoHandle {
     uint64_t id;
     int is_script;
     char *key;
-    /* Borrowed: RAI_Model / RAI_Script owns them and frees them only after
-     * model_free / script_free (module/model.c, module/script.c). */
+    /* A model's blob is borrowed: RAI_Model owns that very buffer and frees
+     * it only after model_free (module/model.c). A script's source is
+     * copied (owned_source): the spec points into the command's argument,
+     * which Redis frees after the command, and RAI_Script keeps a copy of
+     * its own. */
     const char *blob;
     size_t blob_len;
+    char *owned_source;
     char *device_str;
     int device;
     int64_t device_id;

@@ -48,6 +48,7 @@ static void freeHandle(IsoHandle *h) {
     freeNames(h->ninputs, h->inputs);
     freeNames(h->noutputs, h->outputs);
     free(h->failed);
+    free(h->owned_source);
     free(h);
 }
 
@@ -187,6 +188,17 @@ static void *createHandle(IsoSlot *s, int is_script, const char *key, size_t key
     h->key = strndup(key ? key : "", key ? key_len : 0);
     h->blob = blob;
     h->blob_len = blob_len;
+    if (is_script) {
+        h->owned_source = malloc(blob_len + 1);
+        if (h->owned_source == NULL) {
+            Error_Set(err, "ERR out of memory");
+            freeHandle(h);
+            return NULL;
+        }
+        memcpy(h->owned_source, blob, blob_len);
+        h->owned_source[blob_len] = '\0';
+        h->blob = h->owned_source;
+    }
     h->device_str = strdup(device_str ? device_str : "CPU");
     h->device = device;
     h->device_id = device_id;
