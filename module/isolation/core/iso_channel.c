@@ -115,7 +115,8 @@ static IsoChan *openChan(IsoSlot *s, uint64_t gen, RAI_Error *err, int *died) {
     IsoBuf_U64(&b, __atomic_add_fetch(&next_channel_id, 1, __ATOMIC_RELAXED));
     int fds[3] = {sv[1], c2h, h2c};
     IsoMsg m;
-    int rc = IsoControl_Request(s, ISO_MSG_OPEN_CHANNEL, &b, fds, 3, ISO_CHANNEL_OPEN_TIMEOUT_MS, &m);
+    int rc = IsoControl_Request(s, ISO_MSG_OPEN_CHANNEL, &b, fds, 3, ISO_CHANNEL_OPEN_TIMEOUT_MS,
+                                &m);
     IsoBuf_Free(&b);
     close(sv[1]);
     close(c2h);
@@ -130,12 +131,7 @@ static IsoChan *openChan(IsoSlot *s, uint64_t gen, RAI_Error *err, int *died) {
     }
     int ok = m.h.type == ISO_MSG_CHANNEL_OK;
     if (m.h.type == ISO_MSG_ERROR) {
-        IsoReader r;
-        IsoReader_Init(&r, m.payload, m.payload_len);
-        const char *text = "";
-        size_t len = 0;
-        IsoReader_StrView(&r, &text, &len, ISO_NAME_MAX);
-        Error_SetFmt(err, "%.*s", (int)len, text);
+        Iso_ErrorText(&m, err);
         IsoMsg_Free(&m);
         goto fail_quiet;
     }
@@ -589,8 +585,9 @@ static int exchange(IsoChan *c, uint64_t gen, const char *key, uint16_t type, Is
         if (pr < 0 && errno == EINTR) continue;
         if (pr == 0) {
             char reason[300];
-            snprintf(reason, sizeof(reason), "killed after %s ran past MODEL_EXECUTION_TIMEOUT (%lld ms)",
-                     key, rai_config.model_execution_timeout);
+            snprintf(reason, sizeof(reason),
+                     "killed after %.200s ran past MODEL_EXECUTION_TIMEOUT (%lld ms)", key,
+                     rai_config.model_execution_timeout);
             IsoControl_KillWithReason(s, gen, reason, "killed_timeout");
             died = 1;
             break;
@@ -621,12 +618,7 @@ static int exchange(IsoChan *c, uint64_t gen, const char *key, uint16_t type, Is
                      Iso_MsgTypeName(m.h.type), (unsigned long long)m.h.id, (unsigned long long)id);
             bad = 1;
         } else if (m.h.type == ISO_MSG_ERROR) {
-            IsoReader r;
-            IsoReader_Init(&r, m.payload, m.payload_len);
-            const char *text = "";
-            size_t len = 0;
-            IsoReader_StrView(&r, &text, &len, ISO_NAME_MAX);
-            Error_SetFmt(err, "%.*s", (int)len, text);
+            Iso_ErrorText(&m, err);
             IsoMsg_Free(&m);
             break;
         } else if (m.h.type == ISO_MSG_RUN_OK) {
@@ -672,7 +664,8 @@ int IsoProxy_WaitRunnable(IsoHandle *h, const char *key, RAI_Error *err) {
     long long until = Iso_NowMs() + rai_config.model_execution_timeout;
     for (;;) {
         if (h->state == ISO_H_FAILED) {
-            Error_SetFmt(err, "ERR %s backend could not re-create %s after a restart: %s", kind, key,
+            Error_SetFmt(err, "ERR %s backend could not re-create %s after a restart: %s", kind,
+                         key,
                          h->failed ? h->failed : "");
             return -1;
         }
@@ -685,16 +678,12 @@ int IsoProxy_WaitRunnable(IsoHandle *h, const char *key, RAI_Error *err) {
             return 0;
         long long now = Iso_NowMs();
         if (now >= until || (s->state == ISO_DEAD && s->restart_at_ms > until)) {
-            Error_SetFmt(err, "ERR %s backend process is restarting after it exited (%s); try again",
+            Error_SetFmt(err,
+                         "ERR %s backend process is restarting after it exited (%s); try again",
                          kind, s->last_exit);
             return -1;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        long long wait = until - now < 100 ? until - now : 100;
-        ts.tv_nsec += wait * 1000000;
-        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-        pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+        Iso_CondWaitMs(s, until - now < 100 ? until - now : 100);
     }
 }
 
@@ -755,8 +744,11 @@ static void encodeTensors(IsoBuf *b, const IsoTensorDesc *descs, size_t n) {
     for (size_t i = 0; i < n; i++) IsoBuf_Tensor(b, &descs[i]);
 }
 
-int IsoChannel_ModelRun(IsoHandle *h, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
-                        size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
+/* One run: a model's (call NULL) or a script's. The two requests differ only
+ * by the script's function, flag, KEYS and ARGS around the same inputs. */
+static int run(IsoHandle *h, const RAI_RunInfo *info, const RAI_ScriptCall *call,
+               RAI_Tensor *const *inputs, size_t ninputs, RAI_Tensor **outputs, size_t noutputs,
+               RAI_Error *err) {
     char kbuf[512];
     const char *key = runKey(h, info, kbuf, sizeof(kbuf));
     uint64_t gen;
@@ -772,9 +764,22 @@ int IsoChannel_ModelRun(IsoHandle *h, const RAI_RunInfo *info, RAI_Tensor *const
         IsoBuf_U64(&b, h->id);
         IsoBuf_U32(&b, (uint32_t)(info ? info->worker_index : RunQueue_WorkerIndex()));
         IsoBuf_CStr(&b, key);
+        if (call) {
+            IsoBuf_CStr(&b, call->function);
+            IsoBuf_U8(&b, (uint8_t)(call->entry_point != 0));
+        }
         encodeTensors(&b, descs, ninputs);
+        if (call) {
+            IsoBuf_U32(&b, (uint32_t)call->nkeys);
+            for (size_t i = 0; i < call->nkeys; i++)
+                IsoBuf_Str(&b, call->keys[i], call->key_lens[i]);
+            IsoBuf_U32(&b, (uint32_t)call->nargs);
+            for (size_t i = 0; i < call->nargs; i++)
+                IsoBuf_Str(&b, call->args[i], call->arg_lens[i]);
+        }
         IsoBuf_U32(&b, (uint32_t)noutputs);
-        rc = exchange(c, gen, key, ISO_MSG_MODEL_RUN, &b, region, (uint32_t)noutputs, outputs, err);
+        rc = exchange(c, gen, key, call ? ISO_MSG_SCRIPT_RUN : ISO_MSG_MODEL_RUN, &b, region,
+                      (uint32_t)noutputs, outputs, err);
         IsoBuf_Free(&b);
     }
     if (region >= 0) close(region);
@@ -783,38 +788,12 @@ int IsoChannel_ModelRun(IsoHandle *h, const RAI_RunInfo *info, RAI_Tensor *const
     return rc;
 }
 
+int IsoChannel_ModelRun(IsoHandle *h, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
+                        size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
+    return run(h, info, NULL, inputs, ninputs, outputs, noutputs, err);
+}
+
 int IsoChannel_ScriptRun(IsoHandle *h, const RAI_RunInfo *info, const RAI_ScriptCall *call,
                          RAI_Tensor **outputs, RAI_Error *err) {
-    char kbuf[512];
-    const char *key = runKey(h, info, kbuf, sizeof(kbuf));
-    uint64_t gen;
-    IsoChan *c = beginRun(h, key, &gen, err);
-    if (c == NULL) return -1;
-    IsoTensorDesc *descs = calloc(call->ninputs ? call->ninputs : 1, sizeof(*descs));
-    int region = -1, rc = -1;
-    if (descs == NULL ||
-        placeTensors(c, c->depth == 0, call->inputs, call->ninputs, descs, &region) != 0) {
-        placeError(h->slot, err);
-    } else {
-        IsoBuf b;
-        IsoBuf_Init(&b);
-        IsoBuf_U64(&b, h->id);
-        IsoBuf_U32(&b, (uint32_t)(info ? info->worker_index : RunQueue_WorkerIndex()));
-        IsoBuf_CStr(&b, key);
-        IsoBuf_CStr(&b, call->function);
-        IsoBuf_U8(&b, (uint8_t)(call->entry_point != 0));
-        encodeTensors(&b, descs, call->ninputs);
-        IsoBuf_U32(&b, (uint32_t)call->nkeys);
-        for (size_t i = 0; i < call->nkeys; i++) IsoBuf_Str(&b, call->keys[i], call->key_lens[i]);
-        IsoBuf_U32(&b, (uint32_t)call->nargs);
-        for (size_t i = 0; i < call->nargs; i++) IsoBuf_Str(&b, call->args[i], call->arg_lens[i]);
-        IsoBuf_U32(&b, (uint32_t)call->noutputs);
-        rc = exchange(c, gen, key, ISO_MSG_SCRIPT_RUN, &b, region, (uint32_t)call->noutputs,
-                      outputs, err);
-        IsoBuf_Free(&b);
-    }
-    if (region >= 0) close(region);
-    free(descs);
-    endRun(h->slot, rc);
-    return rc;
+    return run(h, info, call, call->inputs, call->ninputs, outputs, call->noutputs, err);
 }

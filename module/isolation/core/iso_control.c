@@ -53,6 +53,24 @@ void IsoControl_Wake(void) {
 
 /* --- requests ----------------------------------------------------------------- */
 
+void Iso_CondWaitMs(IsoSlot *s, long long ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+}
+
+void Iso_ErrorText(const IsoMsg *m, RAI_Error *err) {
+    IsoReader r;
+    IsoReader_Init(&r, m->payload, m->payload_len);
+    const char *text = "";
+    size_t len = 0;
+    IsoReader_StrView(&r, &text, &len, ISO_NAME_MAX);
+    Error_SetFmt(err, "%.*s", (int)len, text);
+}
+
 static void deadlineAfter(struct timespec *ts, long long ms) {
     clock_gettime(CLOCK_MONOTONIC, ts);
     ts->tv_sec += ms / 1000;
@@ -260,7 +278,8 @@ static void onMessage(IsoSlot *s, IsoMsg *m) {
         pthread_mutex_lock(&s->mu);
         if (r.why == NULL && sig < 65) s->dying_signal = (int)sig;
         pthread_mutex_unlock(&s->mu);
-        RedisModule_Log(NULL, "warning", "%s backend host %s: fatal signal %u (code %u, address 0x%llx)",
+        RedisModule_Log(NULL, "warning",
+                        "%s backend host %s: fatal signal %u (code %u, address 0x%llx)",
                         Backend_KindName(s->kind), s->name, sig, code, (unsigned long long)addr);
         IsoMsg_Free(m);
         return;

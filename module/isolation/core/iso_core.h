@@ -129,7 +129,11 @@ void IsoSpawn_Describe(int code, int status, char *text, size_t tl, char *token,
 /* SIGKILL through the pidfd (or the pid). */
 void IsoSpawn_Kill(IsoSlot *s);
 
-/* iso_control.c: the supervisor */
+/* iso_control.c: the supervisor, and what the core's files share */
+/* Sleeps on the slot's condition variable at most ms (slot->mu held). */
+void Iso_CondWaitMs(IsoSlot *s, long long ms);
+/* Records an ERROR message's text on err, verbatim. */
+void Iso_ErrorText(const IsoMsg *m, RAI_Error *err);
 void IsoControl_StartThreads(void);
 /* Wakes the supervisor to poll a new or changed slot. */
 void IsoControl_Wake(void);

@@ -118,10 +118,7 @@ int IsoProxy_CreateInHost(IsoSlot *s, IsoHandle *h, RAI_ModelNames *names, uint6
     int result = 1;
     uint16_t want = h->is_script ? ISO_MSG_SCRIPT_CREATED : ISO_MSG_MODEL_CREATED;
     if (m.h.type == ISO_MSG_ERROR) {
-        const char *text = "";
-        size_t len = 0;
-        IsoReader_StrView(&r, &text, &len, ISO_NAME_MAX);
-        Error_SetFmt(err, "%.*s", (int)len, text);
+        Iso_ErrorText(&m, err);
         result = 0;
     } else if (m.h.type != want) {
         char reason[200];
@@ -137,8 +134,10 @@ int IsoProxy_CreateInHost(IsoSlot *s, IsoHandle *h, RAI_ModelNames *names, uint6
         if (ok && names) {
             *names = found;
         } else {
-            for (size_t i = 0; found.inputs && i < found.ninputs; i++) RedisModule_Free(found.inputs[i]);
-            for (size_t i = 0; found.outputs && i < found.noutputs; i++) RedisModule_Free(found.outputs[i]);
+            for (size_t i = 0; found.inputs && i < found.ninputs; i++)
+                RedisModule_Free(found.inputs[i]);
+            for (size_t i = 0; found.outputs && i < found.noutputs; i++)
+                RedisModule_Free(found.outputs[i]);
             RedisModule_Free(found.inputs);
             RedisModule_Free(found.outputs);
         }
@@ -159,16 +158,12 @@ static int waitReady(IsoSlot *s, RAI_Error *err) {
     while (s->state != ISO_READY) {
         long long left = until - Iso_NowMs();
         if (left <= 0 || (s->state == ISO_DEAD && s->restart_at_ms > until)) {
-            Error_SetFmt(err, "ERR %s backend process is restarting after it exited (%s); try again",
+            Error_SetFmt(err,
+                         "ERR %s backend process is restarting after it exited (%s); try again",
                          Backend_KindName(s->kind), s->last_exit);
             return -1;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        long long wait = left < 100 ? left : 100;
-        ts.tv_nsec += wait * 1000000;
-        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-        pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+        Iso_CondWaitMs(s, left < 100 ? left : 100);
     }
     return 0;
 }
@@ -437,13 +432,7 @@ const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind,
         s->retired = 1;
         if (s->ctl >= 0) IsoSpawn_Kill(s);
         long long until = Iso_NowMs() + 5000;
-        while (s->ctl >= 0 && Iso_NowMs() < until) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += 50 * 1000000;
-            if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-            pthread_cond_timedwait(&s->cond, &s->mu, &ts);
-        }
+        while (s->ctl >= 0 && Iso_NowMs() < until) Iso_CondWaitMs(s, 50);
         pthread_mutex_unlock(&s->mu);
         /* The slot object is never freed (the supervisor may still hold it);
          * its index is free again. */
@@ -470,7 +459,8 @@ const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind,
         .info = s->has_info ? trampolines[index].info : NULL,
     };
     pthread_mutex_unlock(&s->mu);
-    RedisModule_Log(ctx, "notice", "%s backend %s isolated in pid %d (%s %s, %s), started in %lld ms",
+    RedisModule_Log(ctx, "notice",
+                    "%s backend %s isolated in pid %d (%s %s, %s), started in %lld ms",
                     Backend_KindName(kind), name, (int)s->pid, s->framework, s->version, s->variant,
                     Iso_NowMs() - t0);
     return &s->desc;
@@ -500,13 +490,7 @@ void Iso_Shutdown(void) {
         IsoSlot *s = iso_slots[i];
         if (s == NULL) continue;
         pthread_mutex_lock(&s->mu);
-        while (s->ctl >= 0 && Iso_NowMs() < until) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += 50 * 1000000;
-            if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-            pthread_cond_timedwait(&s->cond, &s->mu, &ts);
-        }
+        while (s->ctl >= 0 && Iso_NowMs() < until) Iso_CondWaitMs(s, 50);
         if (s->ctl >= 0) IsoSpawn_Kill(s);
         pthread_mutex_unlock(&s->mu);
     }
