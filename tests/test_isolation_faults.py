@@ -246,6 +246,44 @@ def test_entry_that_never_returns_fails_the_load_at_the_start_timeout(
         s.stop()
 
 
+def test_a_model_whose_re_creation_crashes_twice_is_quarantined(
+        module_path: pathlib.Path, fault_backend: pathlib.Path,  # noqa: F811
+        tmp_path: pathlib.Path) -> None:
+    trigger = tmp_path / "crash-now"
+    s = _server(module_path, fault_backend)
+    try:
+        with RawClient(s.port) as c:
+            assert_ok(c.execute("AI.MODELSTORE", "poison", "ONNX", "CPU", "BLOB",
+                                f"identity\ncrash-if-exists {trigger}"))
+            assert_ok(c.execute("AI.MODELSTORE", "good", "ONNX", "CPU", "BLOB", "identity"))
+            _set(c, "x", [10])
+            assert_ok(_run(c, "poison", "x", "y"))
+            before = _wait_ready(c)
+            # From now on every create of "poison" crashes its host: the restart re-creates
+            # it first, crashes, restarts, crashes again, and then leaves it out.
+            trigger.touch()
+            os.kill(int(before["pid"]), signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                info = _info(c)
+                if info["state"] == "ready" and int(info["restarts"]) >= \
+                        int(before["restarts"]) + 3:
+                    break
+                time.sleep(0.05)
+            reply = _run(c, "poison", "x", "y")
+            assert_error(reply, "ERR ONNX backend process exited (signal 11 SIGSEGV) while "
+                                "creating poison; the model is disabled until stored again")
+            # The others were re-created and run; storing the key again brings it back.
+            assert_ok(_run(c, "good", "x", "y"))
+            assert _values(c, "y") == [10.0]
+            trigger.unlink()
+            assert_ok(c.execute("AI.MODELSTORE", "poison", "ONNX", "CPU", "BLOB", "identity"))
+            assert_ok(_run(c, "poison", "x", "y"))
+            assert s.alive()
+    finally:
+        s.stop()
+
+
 def _hosts(c: RawClient) -> dict[str, dict]:
     """Every isolated backend's ai_isolation fields, by field name."""
     text = c.execute("INFO", "MODULES")

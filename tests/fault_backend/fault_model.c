@@ -8,6 +8,8 @@
  *     inputs 2            inputs of the model (default 1, at most 16)
  *     outputs 2           outputs (default: as many as inputs, at most inputs)
  *     error <text>        the error text of magic 7 (default below)
+ *     crash-if-exists <p> a create crashes (SIGSEGV) while the file p exists:
+ *                         a model stored fine whose re-creation crashes
  *
  * A run reads the first element of its first input (any integer or float
  * type) and does what that magic value says (fault_backend.h); any other
@@ -166,9 +168,26 @@ static int parse_directive(FaultModel *m, char *line, int *have_outputs, RAI_Err
         }
         return 0;
     }
+    if (strcmp(line, "crash-if-exists") == 0) {
+        /* A create that crashes only once the test has made the file: a
+         * model stored fine whose re-creation after a restart crashes. */
+        if (rest[0] == '\0') {
+            fault.host->error_set(err, "ERR fault backend: 'crash-if-exists' wants a path");
+            return -1;
+        }
+        if (access(rest, F_OK) != 0) {
+            return 0;
+        }
+        if (fault.mode != FAULT_MODE_HOST) {
+            fault.host->error_set(err, "ERR fault backend: 'crash-if-exists' is fatal and runs "
+                                       "only inside the isolation host");
+            return -1;
+        }
+        fault_segv();
+    }
     fault.host->error_set(err,
-                          "ERR fault backend: unknown directive '%s' (expected inputs, outputs or "
-                          "error)",
+                          "ERR fault backend: unknown directive '%s' (expected inputs, outputs, "
+                          "error or crash-if-exists)",
                           line);
     return -1;
 }
