@@ -34,7 +34,6 @@ from persist_servers import Servers, by_key, read_commands, aof_files, wait_info
     wait_rewrite_done
 from resp import RawClient, RespError
 
-PLACEHOLDER = "the isolation proxy is not built yet"
 RESTRICTED = ["on", ">pw", "+@all", "-@admin", "-@dangerous", "~*"]
 NOPERM_LOAD = "NOPERM this user has no permissions to run the 'ai.config|loadbackend' command"
 FALLBACK_FIELD = "ai_models_on_fallback_backend"
@@ -81,30 +80,6 @@ def two_onnx(tmp_path_factory: pytest.TempPathFactory,
         (d / "lib").symlink_to(real.parent / "lib")
     (root / "redisai_onnxruntime").symlink_to("redisai_onnxruntime-a")
     return root
-
-
-@pytest.fixture(scope="module")
-def proxy_works(module_path: pathlib.Path, torch_name: str) -> bool:
-    """Whether an isolated load can succeed in this build: False while `LOADBACKEND ...
-    ISOLATED` answers the placeholder proxy's text."""
-    s = RedisServer(module_path)
-    try:
-        with RawClient(s.port) as c:
-            reply = c.execute("AI.CONFIG", "LOADBACKEND", "TORCH", torch_name, "ISOLATED")
-    finally:
-        s.stop()
-    if isinstance(reply, RespError):
-        assert PLACEHOLDER in str(reply), reply
-        return False
-    assert_ok(reply)
-    return True
-
-
-@pytest.fixture
-def needs_proxy(proxy_works: bool) -> None:
-    if not proxy_works:
-        pytest.skip(f"waits for the isolation proxy: LOADBACKEND ... ISOLATED still answers "
-                    f"{PLACEHOLDER!r}")
 
 
 @pytest.fixture
@@ -246,23 +221,14 @@ def test_wrong_kind_and_unknown_names_are_refused(fresh, onnx_name, torch_name, 
 
 
 @pytest.mark.inprocess_only("onnxruntime-a in-process beside an isolated onnxruntime-b")
-def test_second_version_is_loaded_isolated_on_the_spot(module_path, two_onnx, proxy_works):
+def test_second_version_is_loaded_isolated_on_the_spot(module_path, two_onnx):
     """With onnxruntime-a in-process (the default), naming onnxruntime-b loads it isolated:
-    today the placeholder proxy refuses it (the client's MODELSTORE is refused with the
-    reason); once the proxy works, the model runs there and LIST says isolated yes."""
+    the model runs there and LIST says isolated yes."""
     s = RedisServer(module_path, ["BACKENDSPATH", str(two_onnx), "ONNX", "onnxruntime-a"])
     try:
         with RawClient(s.port) as c:
             assert_ok(store(c, "a", "onnxruntime-a"))
             reply = store(c, "b", "onnxruntime-b")
-            if not proxy_works:
-                assert_error_startswith(reply, "ERR could not load ONNX backend onnxruntime-b: ")
-                assert f"{two_onnx}/redisai_onnxruntime-b/redisai_onnxruntime.so" in str(reply)
-                assert PLACEHOLDER in str(reply), reply
-                assert c.execute("EXISTS", "b") == 0
-                assert set(listing(c)) == {"onnxruntime", "onnxruntime-a", "onnxruntime-b"}
-                assert listing(c)["onnxruntime-b"]["loaded"] == 0
-                return
             assert_ok(reply)
             run_add(c, "b")
             got = listing(c)
@@ -478,14 +444,9 @@ def test_good_isolation_arguments_start(module_path):
         s.stop()
 
 
-def test_isolate_applies_before_the_kinds_own_argument(module_path, torch_name, proxy_works):
-    """`TORCH <name> ISOLATE TORCH`: the backend argument comes first, but loads isolated;
-    today the placeholder refuses it (the module load fails naming the file)."""
+def test_isolate_applies_before_the_kinds_own_argument(module_path, torch_name):
+    """`TORCH <name> ISOLATE TORCH`: the backend argument comes first, but loads isolated."""
     args = ["TORCH", torch_name, "ISOLATE", "TORCH", "BACKEND_START_TIMEOUT", "120000"]
-    if not proxy_works:
-        log = start_expecting_failure(module_path, args)
-        assert f"redisai_{torch_name}/redisai_torch.so: cannot isolate: {PLACEHOLDER}" in log
-        return
     s = RedisServer(module_path, args)
     try:
         with RawClient(s.port) as c:
@@ -494,25 +455,19 @@ def test_isolate_applies_before_the_kinds_own_argument(module_path, torch_name, 
         s.stop()
 
 
-def test_isolate_makes_lazy_loading_isolated(module_path, proxy_works):
+def test_isolate_makes_lazy_loading_isolated(module_path):
     """With ISOLATE ONNX, the lazily loaded default goes through the proxy."""
     s = RedisServer(module_path, ["ISOLATE", "ONNX"])
     try:
         with RawClient(s.port) as c:
-            mark = LogMark(s.logfile)
-            reply = store(c, "m", None)
-            if proxy_works:
-                assert_ok(reply)
-                run_add(c, "m")
-            else:
-                assert_error(reply, "ERR Could not load backend")
-                mark.wait_for_line("Could not load ONNX backend lazily", PLACEHOLDER)
+            assert_ok(store(c, "m", None))
+            run_add(c, "m")
     finally:
         s.stop()
 
 
 @pytest.mark.inprocess_only("one in-process backend per kind")
-def test_loadbackend_isolated(fresh, onnx_name, torch_name, proxy_works):
+def test_loadbackend_isolated(fresh, onnx_name, torch_name):
     """The trailing word ISOLATED (any case) sends the load to the proxy; anything else
     there is refused; one in-process backend per kind as before; names are unique."""
     with RawClient(fresh.port) as c:
@@ -521,13 +476,8 @@ def test_loadbackend_isolated(fresh, onnx_name, torch_name, proxy_works):
         assert_error(c.execute("AI.CONFIG", "LOADBACKEND", "TORCH", torch_name, "ISOLATED",
                                "x"), arity("AI.CONFIG"))
         reply = c.execute("AI.CONFIG", "loadbackend", "torch", torch_name, "isolated")
-        if proxy_works:
-            assert_ok(reply)
-            assert listing(c)[torch_name]["isolated"] == "yes"
-        else:
-            assert_error(reply, f"{LOAD_ERR}{fresh_path(c, torch_name)}: cannot isolate: "
-                                f"{PLACEHOLDER}")
-            assert listing(c)[torch_name]["loaded"] == 0
+        assert_ok(reply)
+        assert listing(c)[torch_name]["isolated"] == "yes"
         assert_ok(c.execute("AI.CONFIG", "LOADBACKEND", "ONNX", onnx_name))
         assert_error_startswith(c.execute("AI.CONFIG", "LOADBACKEND", "ONNX", "onnxruntime"),
                                 f"{LOAD_ERR}ONNX backend already loaded from ")
@@ -537,13 +487,8 @@ def test_loadbackend_isolated(fresh, onnx_name, torch_name, proxy_works):
                                        "loaded (from ")
 
 
-def fresh_path(c: RawClient, name: str) -> str:
-    backends = c.execute("AI.CONFIG", "GET", "BACKENDSPATH").decode()
-    return f"{backends}/redisai_{name}/redisai_torch.so"
-
-
 @pytest.mark.inprocess_only("one in-process backend per kind")
-def test_second_backend_of_a_kind_by_loadbackend(module_path, two_onnx, proxy_works):
+def test_second_backend_of_a_kind_by_loadbackend(module_path, two_onnx):
     """In-process onnxruntime-a, then onnxruntime-b: refused in-process (one per kind),
     sent to the proxy when ISOLATED."""
     s = RedisServer(module_path, ["BACKENDSPATH", str(two_onnx), "ONNX", "onnxruntime-a"])
@@ -553,17 +498,13 @@ def test_second_backend_of_a_kind_by_loadbackend(module_path, two_onnx, proxy_wo
                 c.execute("AI.CONFIG", "LOADBACKEND", "ONNX", "onnxruntime-b"),
                 f"{LOAD_ERR}ONNX backend already loaded from {two_onnx}/redisai_onnxruntime-a/")
             reply = c.execute("AI.CONFIG", "LOADBACKEND", "ONNX", "onnxruntime-b", "ISOLATED")
-            if proxy_works:
-                assert_ok(reply)
-                got = listing(c)
-                assert (got["onnxruntime-a"]["isolated"], got["onnxruntime-b"]["isolated"]) \
-                    == ("no", "yes")
-                # The default stays the first: an unnamed model goes to onnxruntime-a.
-                assert_ok(store(c, "m", None))
-                assert listing(c)["onnxruntime-a"]["models"] == 1
-            else:
-                assert_error(reply, f"{LOAD_ERR}{two_onnx}/redisai_onnxruntime-b/"
-                                    f"redisai_onnxruntime.so: cannot isolate: {PLACEHOLDER}")
+            assert_ok(reply)
+            got = listing(c)
+            assert (got["onnxruntime-a"]["isolated"], got["onnxruntime-b"]["isolated"]) \
+                == ("no", "yes")
+            # The default stays the first: an unnamed model goes to onnxruntime-a.
+            assert_ok(store(c, "m", None))
+            assert listing(c)["onnxruntime-a"]["models"] == 1
     finally:
         s.stop()
 
@@ -587,10 +528,10 @@ def test_restricted_user_cannot_loadbackend_isolated(fresh, torch_name, onnx_nam
 
 
 # --------------------------------------------------------------------------------------
-# Waiting for the proxy: isolated backends by name
+# Isolated backends by name
 # --------------------------------------------------------------------------------------
 
-def test_isolated_backend_by_name_runs_and_persists(needs_proxy, servers, two_onnx):
+def test_isolated_backend_by_name_runs_and_persists(servers, two_onnx):
     """Two ONNX backends at once, one isolated; the named model survives SAVE and restart
     on the same BACKENDSPATH (rebuilt on its isolated backend, no fallback)."""
     args = ["BACKENDSPATH", str(two_onnx), "ONNX", "onnxruntime-a"]
