@@ -107,6 +107,17 @@ void IsoBuf_CStr(IsoBuf *b, const char *s) {
     IsoBuf_Str(b, s ? s : "", s ? strlen(s) : 0);
 }
 
+void IsoTensorDesc_Head(IsoTensorDesc *d, uint8_t code, uint8_t bits, uint32_t ndims,
+                        uint64_t nbytes) {
+    d->code = code;
+    d->bits = bits;
+    d->region = 0;
+    d->pad = 0;
+    d->ndims = ndims;
+    d->offset = 0;
+    d->nbytes = nbytes;
+}
+
 void IsoBuf_Tensor(IsoBuf *b, const IsoTensorDesc *t) {
     IsoBuf_U8(b, t->code);
     IsoBuf_U8(b, t->bits);

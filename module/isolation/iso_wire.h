@@ -34,6 +34,11 @@ void IsoBuf_Bytes(IsoBuf *b, const void *p, size_t n); /* raw, no length */
 void IsoBuf_Str(IsoBuf *b, const char *s, size_t n);   /* u32 length + bytes */
 void IsoBuf_CStr(IsoBuf *b, const char *s);             /* NULL encodes as "" */
 void IsoBuf_Tensor(IsoBuf *b, const IsoTensorDesc *t);
+/* Sets every field of a descriptor but its dims (the caller copies ndims of
+ * them): a compound literal would zero all ISO_DIMS_MAX dims, 8 KiB, once
+ * per tensor of every request. */
+void IsoTensorDesc_Head(IsoTensorDesc *d, uint8_t code, uint8_t bits, uint32_t ndims,
+                        uint64_t nbytes);
 
 /* --- decoding ---------------------------------------------------------------- */
 

@@ -230,8 +230,7 @@ static int placeTensors(IsoChan *c, int use_arena, RAI_Tensor *const *ts, size_t
             errno = E2BIG;
             return -1;
         }
-        *d = (IsoTensorDesc){.code = dt.code, .bits = dt.bits, .nbytes = nb,
-                             .ndims = (uint32_t)ndims};
+        IsoTensorDesc_Head(d, dt.code, dt.bits, (uint32_t)ndims, nb);
         memcpy(d->dims, api->tensor_dims(ts[i]), sizeof(int64_t) * d->ndims);
         size_t at = alignUp(arena);
         if (use_arena && nb <= ISO_ARENA_TENSOR_MAX && at <= c->len && nb <= c->len - at) {
@@ -539,7 +538,7 @@ static int serveModelExecute(IsoChan *c, IsoMsg *m, char *why, size_t wl) {
     if (rc != 0) {
         Iso_SendError(c->sock, m->h.id, Error_Message(&e));
     } else {
-        IsoTensorDesc *descs = calloc(nout ? nout : 1, sizeof(*descs));
+        IsoTensorDesc *descs = malloc((nout ? nout : 1) * sizeof(*descs));
         int region = -1;
         if (descs == NULL || placeTensors(c, 0, outs, nout, descs, &region) != 0) {
             Iso_SendError(c->sock, m->h.id, "ERR cannot place model_execute outputs");
@@ -754,7 +753,7 @@ static int run(IsoHandle *h, const RAI_RunInfo *info, const RAI_ScriptCall *call
     uint64_t gen;
     IsoChan *c = beginRun(h, key, &gen, err);
     if (c == NULL) return -1;
-    IsoTensorDesc *descs = calloc(ninputs ? ninputs : 1, sizeof(*descs));
+    IsoTensorDesc *descs = malloc((ninputs ? ninputs : 1) * sizeof(*descs));
     int region = -1, rc = -1;
     if (descs == NULL || placeTensors(c, c->depth == 0, inputs, ninputs, descs, &region) != 0) {
         placeError(h->slot, err);

@@ -270,7 +270,7 @@ int HostCall_ModelExecute(const char *key, size_t key_len, RAI_Tensor *const *in
         return -1;
     }
     HostChannel *ch = top->ch;
-    IsoTensorDesc *descs = calloc(ninputs ? ninputs : 1, sizeof(*descs));
+    IsoTensorDesc *descs = malloc((ninputs ? ninputs : 1) * sizeof(*descs));
     int large = -1;
     if (descs == NULL || HostWire_Place(ch, inputs, ninputs, descs, &large) != 0) {
         Error_SetFmt(err, "ERR backend host could not place the inputs of model_execute: %s",

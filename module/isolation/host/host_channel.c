@@ -142,7 +142,7 @@ static int runBackend(const Request *q, RAI_Tensor **inputs, RAI_Tensor **output
  * *large, -1 when none). Returns 0, or -1 after err. */
 static int encodeOutputs(HostChannel *ch, RAI_Tensor **outputs, uint32_t nout, IsoBuf *b,
                          int *large, RAI_Error *err) {
-    IsoTensorDesc *odescs = calloc(nout ? nout : 1, sizeof(*odescs));
+    IsoTensorDesc *odescs = malloc((nout ? nout : 1) * sizeof(*odescs));
     *large = -1;
     if (odescs == NULL) {
         Error_Set(err, "ERR out of memory in the backend host");

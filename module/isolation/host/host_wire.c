@@ -185,8 +185,7 @@ int HostWire_Place(HostChannel *ch, RAI_Tensor *const *tensors, size_t n, IsoTen
         HostTensor_WireParts(tensors[i], &p1, &n1, &p2, &n2);
         size_t nb = n1 + n2;
         IsoTensorDesc *d = &descs[i];
-        *d = (IsoTensorDesc){.code = dt.code, .bits = dt.bits, .nbytes = nb,
-                             .ndims = (uint32_t)api->tensor_ndims(tensors[i])};
+        IsoTensorDesc_Head(d, dt.code, dt.bits, (uint32_t)api->tensor_ndims(tensors[i]), nb);
         memcpy(d->dims, api->tensor_dims(tensors[i]), sizeof(int64_t) * d->ndims);
         size_t at = alignUp(arena);
         if (nb <= ISO_ARENA_TENSOR_MAX && at <= ch->h2c_len && nb <= ch->h2c_len - at) {
