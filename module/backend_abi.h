@@ -252,7 +252,10 @@ typedef struct RAI_ScriptCall {
 /* Per-run facts the core gives a backend. */
 typedef struct RAI_RunInfo {
     uint32_t size;
-    int worker_index; /* 0 .. THREADS_PER_QUEUE-1 within the device's queue */
+    /* 0 .. THREADS_PER_QUEUE-1 within the device's queue; THREADS_PER_QUEUE
+     * for a run on Redis's main thread (inline_run.h), which never overlaps
+     * another run of that thread; -1 for an LLAPI client's synchronous run. */
+    int worker_index;
     /* --- 1.5: the key of the model or script run ("" when unknown), for
      * errors that name it (an isolated backend's "while running <key>").
      * Read it only when size covers it. Not NUL-terminated. --- */

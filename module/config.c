@@ -37,6 +37,7 @@ void Config_Init(const char *module_path) {
         .backends_confined = 0,
         .isolate_kinds = 0,
         .backend_start_timeout = 60000,
+        .inline_run_max_us = RAI_DEFAULT_INLINE_RUN_MAX_US,
     };
 }
 
@@ -74,6 +75,16 @@ static int parsePositive(RedisModuleString *s, long long min, long long *out) {
     return 1;
 }
 
+static int parseInlineMax(RedisModuleString *s) {
+    long long v;
+    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK || v < 0 ||
+        v > RAI_MAX_INLINE_RUN_MAX_US) {
+        return 0;
+    }
+    rai_config.inline_run_max_us = v;
+    return 1;
+}
+
 /* ---------------------------- load-time arguments ------------------------- */
 
 static int applyLoadArg(RedisModuleCtx *ctx, RedisModuleString *k, RedisModuleString *v) {
@@ -108,6 +119,7 @@ static int applyLoadArg(RedisModuleCtx *ctx, RedisModuleString *k, RedisModuleSt
     if (!strcasecmp(key, "BACKEND_MEMORY_LIMIT")) {
         return parsePositive(v, 1, &rai_config.backend_memory_limit);
     }
+    if (!strcasecmp(key, "INLINE_RUN_MAX_US")) return parseInlineMax(v);
     return 0;
 }
 
@@ -185,18 +197,20 @@ int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
 
 /* ------------------------------- AI.CONFIG -------------------------------- */
 
-/* LOADBACKEND and BACKENDSPATH decide which code runs inside the server:
- * they are allowed to whoever may run MODULE LOAD, asked of Redis's own ACL
- * with the caller's user. LIST too: it shows the server's file system
- * layout and what it runs, an operator's view like MODULE LIST. Returns 1 when allowed; else replies NOPERM (and
- * logs to ACL LOG when there is a user to name) and returns 0.
+/* Whether the caller's user may run the Redis command `as0 as1 as2` (as2
+ * NULL: ""), asked of Redis's own ACL: the subcommands that are an
+ * operator's (mayLoadCode, maySetOperatorSetting) are allowed to whoever
+ * may run the Redis command they amount to. Returns 1 when allowed; else
+ * replies NOPERM for ai.config|<sub> (and logs to ACL LOG when there is a
+ * user to name) and returns 0.
  *
  * Commands from the master link or AOF have no user and are allowed. A
  * call with no connected client behind it (a Lua script, another module's
  * RedisModule_Call, a TorchScript's redis.execute) is refused: Redis gives
  * a module no safe way to learn the user there (RM_GetCurrentUserName
  * dereferences a NULL user on module-call clients). */
-static int mayLoadCode(RedisModuleCtx *ctx, const char *sub, RedisModuleString *path) {
+static int mayRunAs(RedisModuleCtx *ctx, const char *sub, const char *as0, const char *as1,
+                    RedisModuleString *as2) {
     int flags = RedisModule_GetContextFlags(ctx);
     if (flags & (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING)) return 1;
     char denied[128];
@@ -215,9 +229,9 @@ static int mayLoadCode(RedisModuleCtx *ctx, const char *sub, RedisModuleString *
     int ok = 0;
     if (user) {
         RedisModuleString *args[3] = {
-            RedisModule_CreateString(ctx, "MODULE", 6),
-            RedisModule_CreateString(ctx, "LOAD", 4),
-            path ? path : RedisModule_CreateString(ctx, "", 0),
+            RedisModule_CreateString(ctx, as0, strlen(as0)),
+            RedisModule_CreateString(ctx, as1, strlen(as1)),
+            as2 ? as2 : RedisModule_CreateString(ctx, "", 0),
         };
         ok = RedisModule_ACLCheckCommandPermissions(user, args, 3) == REDISMODULE_OK;
         if (!ok) {
@@ -228,7 +242,7 @@ static int mayLoadCode(RedisModuleCtx *ctx, const char *sub, RedisModuleString *
             RedisModule_FreeString(ctx, obj);
         }
         for (int i = 0; i < 2; i++) RedisModule_FreeString(ctx, args[i]);
-        if (!path) RedisModule_FreeString(ctx, args[2]);
+        if (!as2) RedisModule_FreeString(ctx, args[2]);
         RedisModule_FreeModuleUser(user);
     }
     RedisModule_FreeString(ctx, name);
@@ -244,11 +258,27 @@ static int configGet(RedisModuleCtx *ctx, RedisModuleString *name) {
     if (!strcasecmp(n, "MODEL_CHUNK_SIZE")) {
         return RedisModule_ReplyWithLongLong(ctx, rai_config.model_chunk_size);
     }
+    if (!strcasecmp(n, "INLINE_RUN_MAX_US")) {
+        return RedisModule_ReplyWithLongLong(ctx, rai_config.inline_run_max_us);
+    }
     return RedisModule_ReplyWithNull(ctx);
 }
 
+/* LOADBACKEND and BACKENDSPATH decide which code runs inside the server:
+ * allowed as MODULE LOAD is. LIST too: it shows the server's file system
+ * layout and what it runs, an operator's view like MODULE LIST. */
+static int mayLoadCode(RedisModuleCtx *ctx, const char *sub, RedisModuleString *path) {
+    return mayRunAs(ctx, sub, "MODULE", "LOAD", path);
+}
+
+/* INLINE_RUN_MAX_US decides how long a run may hold Redis's main thread:
+ * an operator's setting, allowed to whoever may run CONFIG SET. */
+static int maySetOperatorSetting(RedisModuleCtx *ctx, const char *sub, RedisModuleString *v) {
+    return mayRunAs(ctx, sub, "CONFIG", "SET", v);
+}
+
 /* AI.CONFIG LOADBACKEND <type> <path|name> [ISOLATED] | BACKENDSPATH <path> |
- *           MODEL_CHUNK_SIZE <bytes> | GET <name> | LIST */
+ *           MODEL_CHUNK_SIZE <bytes> | INLINE_RUN_MAX_US <us> | GET <name> | LIST */
 int Config_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc < 2) return RedisModule_WrongArity(ctx);
     const char *sub = RedisModule_StringPtrLen(argv[1], NULL);
@@ -292,6 +322,15 @@ int Config_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         if (argc < 3) return RedisModule_ReplyWithError(ctx, "ERR MODEL_CHUNK_SIZE: missing chunk size");
         if (!parsePositive(argv[2], 1, &rai_config.model_chunk_size)) {
             return RedisModule_ReplyWithError(ctx, "ERR MODEL_CHUNK_SIZE: invalid chunk size");
+        }
+        return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    }
+    if (!strcasecmp(sub, "INLINE_RUN_MAX_US")) {
+        if (argc != 3) return RedisModule_WrongArity(ctx);
+        if (!maySetOperatorSetting(ctx, "inline_run_max_us", argv[2])) return REDISMODULE_OK;
+        if (!parseInlineMax(argv[2])) {
+            return RedisModule_ReplyWithError(
+                ctx, "ERR INLINE_RUN_MAX_US: expected microseconds, an integer from 0 to 100000");
         }
         return RedisModule_ReplyWithSimpleString(ctx, "OK");
     }

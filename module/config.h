@@ -25,11 +25,19 @@ typedef struct RAI_Config {
     unsigned isolate_kinds;
     /* BACKEND_START_TIMEOUT: ms from a host's spawn to its hello reply. */
     long long backend_start_timeout;
+    /* INLINE_RUN_MAX_US: the longest latest run of a model that may run on
+     * the main thread when nothing else waits (inline_run.h); 0: never.
+     * Read and written on the main thread only. */
+    long long inline_run_max_us;
 } RAI_Config;
 
 extern RAI_Config rai_config;
 
 #define RAI_MIN_BACKEND_START_TIMEOUT 1000 /* ms */
+#define RAI_DEFAULT_INLINE_RUN_MAX_US 200
+/* A run this long on the main thread is a stall that SLOWLOG would show;
+ * the queue is there for such models. */
+#define RAI_MAX_INLINE_RUN_MAX_US 100000
 #define RAI_DEFAULT_MODEL_CHUNK_SIZE (511LL * 1024 * 1024) /* 535822336, as RedisAI 1.2 */
 
 /* Sets defaults; module_path is the file redisai.so was loaded from. */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "inline_run.h"
 #include "memory.h"
 #include "run_stats.h"
 #include "tensor_commands.h"
@@ -195,11 +196,28 @@ static void measureEnd(RAI_Dag *dag) {
     }
 }
 
-static void runOp(RAI_Dag *dag, RAI_DagOp *op) {
+size_t Dag_OpInputBytes(const RAI_Dag *dag, const RAI_DagOp *op) {
+    size_t n = 0;
+    for (size_t i = 0; i < op->ninputs; i++) {
+        const RAI_Tensor *t = dag->slots[op->inputs[i]];
+        if (t) n += t->nbytes;
+    }
+    return n;
+}
+
+/* What the next inline-run decision of this model goes by (inline_run.c). */
+static void recordRun(const RAI_Dag *dag, RAI_DagOp *op) {
+    if (op->kind != DAG_OP_MODEL) return;
+    __atomic_store_n(&op->model->last_run_us, op->duration_us, __ATOMIC_RELAXED);
+    __atomic_store_n(&op->model->last_run_in_bytes, (long long)Dag_OpInputBytes(dag, op),
+                     __ATOMIC_RELAXED);
+}
+
+static void runOp(RAI_Dag *dag, RAI_DagOp *op, int worker_index) {
     RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * (op->ninputs ? op->ninputs : 1));
     RAI_Tensor **outs = RedisModule_Calloc(op->noutputs ? op->noutputs : 1, sizeof(RAI_Tensor *));
     for (size_t i = 0; i < op->ninputs; i++) ins[i] = dag->slots[op->inputs[i]];
-    RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
+    RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = worker_index};
     runInfoKey(op, &info);
     /* Redis's interval encloses duration_us: SLOWLOG >= AI.INFO's figure. */
     measureStart(dag);
@@ -210,6 +228,7 @@ static void runOp(RAI_Dag *dag, RAI_DagOp *op) {
     Caller_SetCurrent(prev);
     op->duration_us = nowUs() - start;
     measureEnd(dag);
+    recordRun(dag, op);
     for (size_t i = 0; rc == 0 && i < op->noutputs; i++) {
         if (outs[i] == NULL) {
             if (op->kind == DAG_OP_MODEL) {
@@ -268,7 +287,7 @@ static void runFrom(RAI_Dag *dag, RAI_RunQueue *q) {
         }
         if (timedOut(dag)) return;
         if (op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT) {
-            runOp(dag, op);
+            runOp(dag, op, RunQueue_WorkerIndex());
         } else {
             op->state = DAG_OP_DONE;
         }
@@ -493,10 +512,9 @@ void Dag_UpdateStats(RAI_Dag *dag) {
     }
 }
 
-static int Dag_ReplyCallback(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    REDISMODULE_NOT_USED(argv);
-    REDISMODULE_NOT_USED(argc);
-    RAI_Dag *dag = RedisModule_GetBlockedClientPrivateData(ctx);
+/* Stores the outputs and replies: from the reply callback of a blocked
+ * client, or at once after an inline run. */
+static int replyDag(RedisModuleCtx *ctx, RAI_Dag *dag) {
     if (dag->timed_out) return RedisModule_ReplyWithSimpleString(ctx, "TIMEDOUT");
 
     const RAI_DagOp *failed = firstFailure(dag);
@@ -522,6 +540,12 @@ static int Dag_ReplyCallback(RedisModuleCtx *ctx, RedisModuleString **argv, int 
     return REDISMODULE_OK;
 }
 
+static int Dag_ReplyCallback(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    REDISMODULE_NOT_USED(argv);
+    REDISMODULE_NOT_USED(argc);
+    return replyDag(ctx, RedisModule_GetBlockedClientPrivateData(ctx));
+}
+
 /* Runs after the reply callback, or alone when the client went away: the
  * runs happened either way, so they are counted here. */
 static void Dag_FreeCallback(RedisModuleCtx *ctx, void *privdata) {
@@ -529,6 +553,7 @@ static void Dag_FreeCallback(RedisModuleCtx *ctx, void *privdata) {
     RAI_Dag *dag = privdata;
     if (!dag->timed_out) Dag_UpdateStats(dag);
     Dag_Free(dag);
+    InlineRun_QueuedEnd();
 }
 
 int Dag_RefuseIfCannotBlock(RedisModuleCtx *ctx) {
@@ -574,6 +599,27 @@ static RAI_RunQueue *firstQueue(RAI_Dag *dag, RAI_Error *err) {
     return RunQueue_Ensure("CPU", err);
 }
 
+/* Every op on this thread, no queue, no blocked client (inline_run.h
+ * decided that it may): the same runs, replies and statistics as from a
+ * worker. worker_index is the one the backend is told. */
+static void runInline(RedisModuleCtx *ctx, RAI_Dag *dag, int worker_index) {
+    for (; dag->next_op < dag->nops; dag->next_op++) {
+        RAI_DagOp *op = &dag->ops[dag->next_op];
+        if (op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT) {
+            runOp(dag, op, worker_index);
+        } else {
+            op->state = DAG_OP_DONE;
+        }
+        if (op->state == DAG_OP_FAILED) {
+            dag->next_op++;
+            break;
+        }
+    }
+    replyDag(ctx, dag);
+    Dag_UpdateStats(dag);
+    Dag_Free(dag);
+}
+
 int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
     RAI_Error err;
     Error_Init(&err);
@@ -584,8 +630,13 @@ int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
         Dag_Free(dag);
         return REDISMODULE_OK;
     }
+    if (InlineRun_Decide(dag, first)) {
+        runInline(ctx, dag, RunQueue_Threads(first));
+        return REDISMODULE_OK;
+    }
     Dag_CaptureCaller(ctx, dag);
     dag->bc = RedisModule_BlockClient(ctx, Dag_ReplyCallback, NULL, Dag_FreeCallback, 0);
+    InlineRun_QueuedStart();
     dag->enqueued_ms = nowMs();
     RunQueue_Push(first, dag);
     return REDISMODULE_OK;

@@ -110,7 +110,8 @@ void Dag_CaptureCaller(RedisModuleCtx *ctx, RAI_Dag *dag);
 
 /* Blocks the client and queues the DAG; the client gets its reply when the
  * DAG is done. Records the caller if not done yet. Takes ownership of dag.
- * Main thread. */
+ * A short model run with nothing else waiting runs here instead and is
+ * answered at once (inline_run.h). Main thread. */
 int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag);
 
 /* Queues a DAG that no client waits for (the LLAPI): dag->on_finish runs
@@ -118,6 +119,8 @@ int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag);
  * caller is recorded: scripts' redis.execute act in DB 0 unrestricted. Any
  * thread; REDISMODULE_ERR after err when the CPU queue is missing. */
 int Dag_Enqueue(RAI_Dag *dag, RAI_Error *err);
+/* Total bytes of the op's input tensors present in their slots. */
+size_t Dag_OpInputBytes(const RAI_Dag *dag, const RAI_DagOp *op);
 /* Adds the DAG's finished model and script ops to their keys' AI.INFO
  * statistics (spec 10). Any thread: the counters are atomic. */
 void Dag_UpdateStats(RAI_Dag *dag);

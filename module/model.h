@@ -47,6 +47,12 @@ typedef struct RAI_Model {
     /* The named backend was missing here and the kind's default runs the
      * model instead (replica, AOF or RDB load: Model_FallbackCount). */
     int on_fallback;
+    /* The latest single (unbatched) run: its time and its inputs' bytes,
+     * -1 before the first. Written by whichever thread ran it, read by the
+     * main thread to decide an inline run (inline_run.h); atomics, relaxed:
+     * a stale pair only sends one run to the queue. */
+    long long last_run_us;
+    long long last_run_in_bytes;
 } RAI_Model;
 
 /* Everything MODELSTORE/MODELSET and RDB load gather before building. */

@@ -13,6 +13,7 @@
 
 #include "backend_loader.h"
 #include "config.h"
+#include "inline_run.h"
 #include "llapi.h"
 #include "model.h"
 #include "run_queue.h"
@@ -112,6 +113,12 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
 
     RedisModule_InfoAddSection(ctx, "cpu");
     addCpu(ctx);
+
+    /* Ours, after 1.2's sections: runs answered on the main thread
+     * (inline_run.h). */
+    RedisModule_InfoAddSection(ctx, "inline_runs");
+    RedisModule_InfoAddFieldLongLong(ctx, "inline_run_max_us", rai_config.inline_run_max_us);
+    RedisModule_InfoAddFieldLongLong(ctx, "inline_runs", InlineRun_Count());
 
     /* Not in a crash report: it takes the isolation locks. */
     if (!for_crash_report) Iso_InfoSection(ctx);

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "iso_proxy.h"
 #include "dag_commands.h"
+#include "inline_run.h"
 #include "llapi.h"
 #include "main_thread.h"
 #include "memory.h"
@@ -116,6 +117,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     Memory_Init(ctx);
     Config_Init(modulePath());
     Iso_Init(ctx);
+    InlineRun_Init(ctx);
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Shutdown, onShutdown);
     if (Config_ApplyLoadArgs(ctx, argv, argc) != REDISMODULE_OK) return REDISMODULE_ERR;
 

@@ -28,6 +28,7 @@ struct RAI_RunQueue {
     QueueItem *head;
     QueueItem *tail;
     int nthreads;
+    int busy; /* workers running a DAG, under lock */
     pthread_t *threads;
     struct RAI_RunQueue *next;
 };
@@ -164,9 +165,11 @@ static void *workerMain(void *arg) {
         long long wait_ms;
         size_t n = takeWork(q, &batch, &cap, &wait_ms);
         if (n > 0) {
+            q->busy++;
             pthread_mutex_unlock(&q->lock);
             Dag_RunBatch(batch, n, q);
             pthread_mutex_lock(&q->lock);
+            q->busy--;
             continue;
         }
         if (wait_ms < 0) {
@@ -199,6 +202,17 @@ void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag) {
     q->tail = item;
     pthread_cond_signal(&q->ready);
     pthread_mutex_unlock(&q->lock);
+}
+
+int RunQueue_Idle(RAI_RunQueue *q) {
+    pthread_mutex_lock(&q->lock);
+    int idle = q->head == NULL && q->busy == 0;
+    pthread_mutex_unlock(&q->lock);
+    return idle;
+}
+
+int RunQueue_Threads(const RAI_RunQueue *q) {
+    return q->nthreads;
 }
 
 size_t RunQueue_Count(void) {

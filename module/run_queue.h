@@ -18,6 +18,11 @@ RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err);
 /* Appends a DAG and wakes one worker. Any thread. */
 void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag);
 const char *RunQueue_Name(const RAI_RunQueue *q);
+/* Nothing queued and no worker running: a DAG pushed now would start at
+ * once. A snapshot (another thread may push right after). Any thread. */
+int RunQueue_Idle(RAI_RunQueue *q);
+/* THREADS_PER_QUEUE of this queue (fixed at its creation). */
+int RunQueue_Threads(const RAI_RunQueue *q);
 /* Index of the calling worker within its queue, -1 off the workers. */
 int RunQueue_WorkerIndex(void);
 /* Queues created so far (at least CPU's, made at load). Main thread. */

@@ -399,7 +399,7 @@ def ai_sections(c: RawClient) -> dict[str, list[tuple[str, str]]]:
     if os.environ.get(ISOLATE_ENV) and names[-1:] == ["ai_isolation"]:
         names = names[:-1]  # the suite runs isolated: the hosts' own section comes last
     assert names == ["Modules", "ai_versions", "ai_git", "ai_load_time_configs", "ai_backends_info",
-                     "ai_backends_paths", "ai_cpu"], names
+                     "ai_backends_paths", "ai_cpu", "ai_inline_runs"], names
     return dict(secs)
 
 

@@ -1,0 +1,66 @@
+/*
+ * inline_run.c - the decision of inline_run.h. Main thread only: the pass
+ * flag and the counter need no locks.
+ */
+#include "inline_run.h"
+
+#include "config.h"
+#include "dag.h"
+#include "iso_proxy.h"
+
+static int subscribed = 0;
+static int started_this_pass = 0;
+static long long inline_runs = 0;
+static long long queued_in_flight = 0;
+
+static void onEventLoop(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    REDISMODULE_NOT_USED(ctx);
+    REDISMODULE_NOT_USED(e);
+    REDISMODULE_NOT_USED(data);
+    if (sub == REDISMODULE_SUBEVENT_EVENTLOOP_AFTER_SLEEP) started_this_pass = 0;
+}
+
+void InlineRun_Init(RedisModuleCtx *ctx) {
+    subscribed = RedisModule_SubscribeToServerEvent &&
+                 RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_EventLoop,
+                                                    onEventLoop) == REDISMODULE_OK;
+    if (!subscribed) {
+        RedisModule_Log(ctx, "notice",
+                        "inline runs off: this Redis has no event-loop event for modules");
+    }
+}
+
+void InlineRun_QueuedStart(void) {
+    queued_in_flight++;
+}
+
+void InlineRun_QueuedEnd(void) {
+    queued_in_flight--;
+}
+
+long long InlineRun_Count(void) {
+    return inline_runs;
+}
+
+static int shortEnough(const RAI_Dag *dag, const RAI_DagOp *op) {
+    const RAI_Model *m = op->model;
+    long long us = __atomic_load_n(&m->last_run_us, __ATOMIC_RELAXED);
+    long long bytes = __atomic_load_n(&m->last_run_in_bytes, __ATOMIC_RELAXED);
+    return us >= 0 && us <= rai_config.inline_run_max_us &&
+           (long long)Dag_OpInputBytes(dag, op) <= bytes;
+}
+
+int InlineRun_Decide(const RAI_Dag *dag, RAI_RunQueue *q) {
+    int first = !started_this_pass;
+    started_this_pass = 1;
+    if (!subscribed || !first || queued_in_flight > 0 || rai_config.inline_run_max_us <= 0) {
+        return 0;
+    }
+    if (dag->nops != 1 || dag->ops[0].kind != DAG_OP_MODEL || dag->on_finish) return 0;
+    const RAI_DagOp *op = &dag->ops[0];
+    const RAI_Model *m = op->model;
+    if (m->batchsize > 0 || Iso_IsProxy(m->be) || op->queue != q) return 0;
+    if (!shortEnough(dag, op) || !RunQueue_Idle(q)) return 0;
+    inline_runs++;
+    return 1;
+}

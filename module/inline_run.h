@@ -1,0 +1,48 @@
+/*
+ * inline_run.h - a short model run on Redis's main thread, when nothing else
+ * waits for the engine (docs/performance.md, "Inline runs").
+ *
+ * A queued run crosses two threads: the main thread wakes a worker, and the
+ * worker's unblock wakes the main thread again for the reply, a second pass
+ * of the event loop. At one client that hand-off costs more than a small
+ * model's run. So AI.MODELEXECUTE / AI.MODELRUN runs on the main thread and
+ * replies at once when all of these hold:
+ *   - INLINE_RUN_MAX_US > 0 (default 200);
+ *   - the DAG is that one model op (DAGs and scripts always queue: a
+ *     script's redis.execute takes Redis's lock, which the main thread holds);
+ *   - the model runs in-process (not isolated) with batching off;
+ *   - its latest run took at most INLINE_RUN_MAX_US, on inputs at least as
+ *     large as this request's (so a larger input, which may run longer, goes
+ *     to the queue and is measured there);
+ *   - no client's request is queued or running or waiting for its reply,
+ *     and its queue is idle (nothing queued, no worker running: the LLAPI's
+ *     runs count too). Under load the workers keep the runs: the main
+ *     thread only parses and replies, as before;
+ *   - it is the first AI request of this pass of the event loop: when
+ *     several clients are ready at once, the others are not kept waiting
+ *     behind a run, and under load the workers keep the runs.
+ * Otherwise the DAG is queued as always. Replies, stored outputs,
+ * replication, AI.INFO statistics and errors are the same either way.
+ */
+#ifndef REDISAI_INLINE_RUN_H
+#define REDISAI_INLINE_RUN_H
+
+#include "redismodule.h"
+#include "run_queue.h"
+
+struct RAI_Dag;
+
+/* Subscribes to the event loop's passes. Without that event (an older
+ * Redis) inline runs stay off. Main thread, at module load. */
+void InlineRun_Init(RedisModuleCtx *ctx);
+/* Whether dag (about to start on queue q) runs inline now; records that an
+ * AI request started in this pass either way. Main thread. */
+int InlineRun_Decide(const struct RAI_Dag *dag, RAI_RunQueue *q);
+/* A client's DAG was queued (its blocked client made) / its blocked
+ * client was freed, reply sent or client gone. Main thread. */
+void InlineRun_QueuedStart(void);
+void InlineRun_QueuedEnd(void);
+/* INFO MODULES: how many runs went inline. */
+long long InlineRun_Count(void);
+
+#endif
