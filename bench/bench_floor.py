@@ -128,6 +128,13 @@ class Backend:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5,
                                    err_msg=f"{self.kind} {model}: rai_floor output differs")
 
+    def inline_runs(self) -> int:
+        """INFO's count of runs answered on the main thread (0 on a tree without it)."""
+        for line in bytes(self.client.call("INFO", "MODULES")).decode().splitlines():
+            if line.startswith("ai_inline_runs:"):
+                return int(line.split(":", 1)[1])
+        return 0
+
     def stop(self) -> None:
         self.client.sock.close()
         alive = self.srv.alive()
@@ -151,8 +158,11 @@ def bench_backend(b: Backend, plan: Plan, work: pathlib.Path) -> dict[str, Any]:
         rounds = []
         for _ in range(plan.rounds):
             fl = b.floors[model].run(plan.floor_iters)
+            inline0 = b.inline_runs()
             ping, run = b.load.run([PING, b.cmds[model]], requests=plan.latency_requests,
                                    warmup=100)
+            run["inline_runs"] = b.inline_runs() - inline0
+            run["sent"] = run["count"] + 100 // 2  # warm-up round trips alternate PING / EXEC
             rounds.append({"floor": fl, "ping": ping, "run": run})
         out[f"{model}_1client"] = {
             "rounds": rounds,
@@ -168,7 +178,10 @@ def bench_backend(b: Backend, plan: Plan, work: pathlib.Path) -> dict[str, Any]:
     rounds = []
     for _ in range(plan.rounds):
         fl = b.floors["cnn"].run(plan.floor_iters)
+        inline0 = b.inline_runs()
         (run,) = b.load.run([b.cmds["cnn"]], clients=32, seconds=plan.target_seconds, warmup=20)
+        run["inline_runs"] = b.inline_runs() - inline0
+        run["sent"] = run["count"] + 32 * 20  # and the warm-up round trips
         rounds.append({"floor": fl, "run": run})
     out["cnn_32clients"] = {
         "rounds": rounds,
@@ -239,18 +252,28 @@ def targets(results: dict[str, Any]) -> list[tuple[str, float, str, float]]:
     return rows
 
 
+def inline_share(rounds: list[dict[str, Any]]) -> str:
+    done = sum(r["run"].get("sent", r["run"]["count"]) for r in rounds)
+    inline = sum(r["run"].get("inline_runs", 0) for r in rounds)
+    return f"{100.0 * inline / done:.0f}%" if done else "-"
+
+
 def print_report(results: dict[str, Any]) -> None:
     print()
     print("1 client, p50 (us): PING and MODELEXECUTE interleaved; floor = rai_floor in-process")
     print(f"  {'backend':<6} {'model':<8} | {'PING':>7} {'EXEC':>8} {'EXEC p99':>9} | "
-          f"{'floor':>7} {'floor p99':>9} | {'EXEC-PING-floor':>15}")
+          f"{'floor':>7} {'floor p99':>9} | {'EXEC-PING-floor':>15} {'inline':>7}")
     for kind, r in results["backends"].items():
         for model in ("trivial", "cnn"):
             m = r[f"{model}_1client"]
             over = m["run_p50_us"] - m["ping_p50_us"] - m["floor_p50_us"]
             print(f"  {kind:<6} {model:<8} | {m['ping_p50_us']:7.1f} {m['run_p50_us']:8.1f} "
                   f"{m['run_p99_us']:9.1f} | {m['floor_p50_us']:7.1f} {m['floor_p99_us']:9.1f} | "
-                  f"{over:15.1f}")
+                  f"{over:15.1f} {inline_share(m['rounds']):>7}")
+    print("  (inline: share of the MODELEXECUTEs answered on the main thread, INFO's "
+          "ai_inline_runs)")
+    for kind, r in results["backends"].items():
+        print(f"  {kind} CNN at 32 clients: {inline_share(r['cnn_32clients']['rounds'])} inline")
     print()
     print("Throughput (req/s) and p50 latency (us) against clients")
     header = "".join(f" {c:>14}" for c in CLIENTS)
