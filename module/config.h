@@ -34,7 +34,7 @@ typedef struct RAI_Config {
 extern RAI_Config rai_config;
 
 #define RAI_MIN_BACKEND_START_TIMEOUT 1000 /* ms */
-#define RAI_DEFAULT_INLINE_RUN_MAX_US 200
+#define RAI_DEFAULT_INLINE_RUN_MAX_US 50
 /* A run this long on the main thread is a stall that SLOWLOG would show;
  * the queue is there for such models. */
 #define RAI_MAX_INLINE_RUN_MAX_US 100000

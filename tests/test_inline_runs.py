@@ -253,6 +253,7 @@ def test_isolated_backends_never_run_inline(module_path, onnx_backend_path) -> N
     s = RedisServer(module_path, ["ISOLATE", "ONNX", "ONNX", str(onnx_backend_path)])
     try:
         with RawClient(s.port) as c:
+            assert c.execute("AI.CONFIG", "GET", "INLINE_RUN_MAX_US") == 50  # the default
             assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB",
                                 em.onnx_minus_one_model()))
             assert_ok(c.execute("AI.TENSORSET", "in", "FLOAT", 2, 2, "VALUES", 1, 2, 3, 4))
