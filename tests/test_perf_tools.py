@@ -131,6 +131,14 @@ def test_rai_load_interleaves_commands_and_counts_them(tools, server):
         assert 0 < r["p50_us"] <= r["p99_us"] and r["rps"] > 0
 
 
+def test_rai_load_without_warm_up_records_from_the_first_reply(tools, server):
+    # --warmup 0 once waited for a warm-up that never ended (a hang).
+    _, load_exe = tools
+    load = floor_tools.Load(load_exe, server.port, pathlib.Path(server.dir))
+    (res,) = load.run([floor_tools.resp("PING")], clients=2, requests=50, warmup=0)
+    assert res["count"] >= 50 and res["rps"] > 0, res
+
+
 def test_rai_load_stops_at_an_error_reply(tools, server):
     _, load_exe = tools
     load = floor_tools.Load(load_exe, server.port, pathlib.Path(server.dir))

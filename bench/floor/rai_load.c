@@ -209,10 +209,11 @@ int main(int argc, char **argv) {
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = k};
         if (epoll_ctl(epfd, EPOLL_CTL_ADD, k->fd, &ev) != 0) die("epoll_ctl: %s", strerror(errno));
     }
+    double t_first = now(), t_last = 0, deadline = 0;
+    /* connections past their warm-up: all of them at once with --warmup 0 */
+    int warm = warmup > 0 ? 0 : clients;
     for (int i = 0; i < clients; i++) start(&conns[i], epfd);
 
-    double t_first = 0, t_last = 0, deadline = 0;
-    int warm = 0;     /* connections past their warm-up */
     int stopped = 0;  /* connections that sent their last command */
     long recorded = 0, wanted = requests * ncmds;
     struct epoll_event evs[256];
