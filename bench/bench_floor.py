@@ -44,6 +44,7 @@ import bench as base  # noqa: E402  (Client, find_install; puts tests/ on sys.pa
 import floor_tools  # noqa: E402
 
 from conftest import RedisServer, backend_file  # noqa: E402
+from helpers import info_field  # noqa: E402
 
 KINDS = ("TF", "TORCH", "ONNX")
 BACKEND_DIRS = {"TF": "tensorflow", "TORCH": "torch", "ONNX": "onnxruntime"}
@@ -131,10 +132,8 @@ class Backend:
 
     def inline_runs(self) -> int:
         """INFO's count of runs answered on the main thread (0 on a tree without it)."""
-        for line in bytes(self.client.call("INFO", "MODULES")).decode().splitlines():
-            if line.startswith("ai_inline_runs:"):
-                return int(line.split(":", 1)[1])
-        return 0
+        value = info_field(bytes(self.client.call("INFO", "MODULES")), "ai_inline_runs")
+        return int(value) if value is not None else 0
 
     def stop(self) -> None:
         self.client.sock.close()

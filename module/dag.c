@@ -599,22 +599,11 @@ static RAI_RunQueue *firstQueue(RAI_Dag *dag, RAI_Error *err) {
     return RunQueue_Ensure("CPU", err);
 }
 
-/* Every op on this thread, no queue, no blocked client (inline_run.h
- * decided that it may): the same runs, replies and statistics as from a
- * worker. worker_index is the one the backend is told. */
+/* The DAG's one model op on this thread, no queue, no blocked client
+ * (InlineRun_Decide allowed it): the same run, reply and statistics as from
+ * a worker. worker_index is the one the backend is told. */
 static void runInline(RedisModuleCtx *ctx, RAI_Dag *dag, int worker_index) {
-    for (; dag->next_op < dag->nops; dag->next_op++) {
-        RAI_DagOp *op = &dag->ops[dag->next_op];
-        if (op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT) {
-            runOp(dag, op, worker_index);
-        } else {
-            op->state = DAG_OP_DONE;
-        }
-        if (op->state == DAG_OP_FAILED) {
-            dag->next_op++;
-            break;
-        }
-    }
+    runOp(dag, &dag->ops[0], worker_index);
     replyDag(ctx, dag);
     Dag_UpdateStats(dag);
     Dag_Free(dag);

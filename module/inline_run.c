@@ -56,10 +56,10 @@ int InlineRun_Decide(const RAI_Dag *dag, RAI_RunQueue *q) {
     if (!subscribed || !first || queued_in_flight > 0 || rai_config.inline_run_max_us <= 0) {
         return 0;
     }
-    if (dag->nops != 1 || dag->ops[0].kind != DAG_OP_MODEL || dag->on_finish) return 0;
+    if (dag->nops != 1 || dag->ops[0].kind != DAG_OP_MODEL) return 0;
     const RAI_DagOp *op = &dag->ops[0];
     const RAI_Model *m = op->model;
-    if (m->batchsize > 0 || Iso_IsProxy(m->be) || op->queue != q) return 0;
+    if (m->batchsize > 0 || Iso_IsProxy(m->be)) return 0;
     if (!shortEnough(dag, op) || !RunQueue_Idle(q)) return 0;
     inline_runs++;
     return 1;

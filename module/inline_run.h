@@ -35,8 +35,9 @@ struct RAI_Dag;
 /* Subscribes to the event loop's passes. Without that event (an older
  * Redis) inline runs stay off. Main thread, at module load. */
 void InlineRun_Init(RedisModuleCtx *ctx);
-/* Whether dag (about to start on queue q) runs inline now; records that an
- * AI request started in this pass either way. Main thread. */
+/* Whether dag (about to start on q, its one op's queue) runs inline now:
+ * then it is that one model op. Records that an AI request started in this
+ * pass either way. Main thread. */
 int InlineRun_Decide(const struct RAI_Dag *dag, RAI_RunQueue *q);
 /* A client's DAG was queued (its blocked client made) / its blocked
  * client was freed, reply sent or client gone. Main thread. */

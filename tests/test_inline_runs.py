@@ -20,9 +20,9 @@ from typing import Iterator
 import pytest
 
 import engine_models as em
-from conftest import RedisServer, free_port, start_expecting_failure
+from conftest import RedisServer, start_expecting_failure
 from helpers import assert_error, assert_ok, info_field, wait_until
-from resp import RawClient, RespError
+from resp import RawClient, RespError, encode_command
 
 pytestmark = pytest.mark.inprocess_only("isolated backends never run inline")
 
@@ -160,9 +160,8 @@ def test_a_pipeline_runs_inline_at_most_its_first_request_of_a_pass(c: RawClient
         assert_ok(run(c))
     before = inline_runs(c)
     n = 10
-    c.sock.sendall(b"".join(
-        __import__("resp").encode_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "in", "OUTPUTS", 1,
-                                          f"out{i}") for i in range(n)))
+    c.sock.sendall(b"".join(encode_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "in", "OUTPUTS", 1,
+                                           f"out{i}") for i in range(n)))
     assert [c.read() for _ in range(n)] == ["OK"] * n
     for i in range(n):
         assert values(c, f"out{i}") == [0, 1, 2, 3]
