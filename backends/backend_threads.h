@@ -28,7 +28,7 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include "backend_abi.h"
+#include "redisai/backend_abi.h"
 
 static inline long long rai_usable_cores(void) {
     cpu_set_t set;

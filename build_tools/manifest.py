@@ -42,12 +42,12 @@ def sha256_file(path: Path) -> str:
 
 
 def abi_version(root: Path = paths.ROOT) -> str:
-    """RAI_ABI_MAJOR.RAI_ABI_MINOR from module/backend_abi.h."""
-    text = (root / "module" / "backend_abi.h").read_text()
+    """RAI_ABI_MAJOR.RAI_ABI_MINOR from include/redisai/backend_abi.h."""
+    text = (root / "include" / "redisai" / "backend_abi.h").read_text()
     major = re.search(r"#define\s+RAI_ABI_MAJOR\s+(\d+)", text)
     minor = re.search(r"#define\s+RAI_ABI_MINOR\s+(\d+)", text)
     if not (major and minor):
-        raise ValueError("module/backend_abi.h has no RAI_ABI_MAJOR/RAI_ABI_MINOR")
+        raise ValueError("include/redisai/backend_abi.h has no RAI_ABI_MAJOR/RAI_ABI_MINOR")
     return f"{major.group(1)}.{minor.group(1)}"
 
 

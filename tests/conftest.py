@@ -181,7 +181,7 @@ import shutil  # noqa: E402
 from resp import RawClient  # noqa: E402
 
 FIXTURE_SRC = ROOT / "tests" / "fixtures" / "backends"
-ABI_INCLUDE = ROOT / "module"
+ABI_INCLUDE = ROOT / "include"
 
 
 @pytest.fixture

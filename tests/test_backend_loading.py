@@ -23,7 +23,7 @@ from resp import RawClient, RespError
 
 
 def _abi_major() -> int:
-    text = (ROOT / "module" / "backend_abi.h").read_text()
+    text = (ROOT / "include" / "redisai" / "backend_abi.h").read_text()
     return int(re.search(r"#define\s+RAI_ABI_MAJOR\s+(\d+)", text).group(1))
 
 

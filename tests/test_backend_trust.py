@@ -41,7 +41,7 @@ RESTRICTED = ["on", ">pw", "+@all", "-@admin", "-@dangerous", "~*"]
 
 
 def _abi() -> tuple[int, int]:
-    text = (ROOT / "module" / "backend_abi.h").read_text()
+    text = (ROOT / "include" / "redisai" / "backend_abi.h").read_text()
     major = int(re.search(r"#define\s+RAI_ABI_MAJOR\s+(\d+)", text).group(1))
     minor = int(re.search(r"#define\s+RAI_ABI_MINOR\s+(\d+)", text).group(1))
     return major, minor

@@ -42,7 +42,7 @@ from helpers import assert_error, assert_error_startswith, assert_ok, wait_until
 from model_io import get, put
 from resp import RawClient, RespError
 
-HEADER = ROOT / "include" / "redisai_llapi.h"
+HEADER = ROOT / "include" / "redisai" / "llapi.h"
 SOURCES = ROOT / "tests" / "llapi"
 
 # DLPack (code, bits) of every numeric type (spec COMMANDS.md section 1); lanes are 1.

@@ -6,14 +6,14 @@
  * boundary and turns into the status the user sees. Returning NULL would
  * let a kernel write through it.
  */
-#include "ort_allocator.h"
+#include "onnxruntime/ort_allocator.h"
 
 #include <atomic>
 #include <cstdint>
 #include <new>
 #include <stdexcept>
 
-#include "ort_backend.h"
+#include "onnxruntime/ort_backend.h"
 
 namespace {
 

@@ -8,10 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend_abi.h"
-#include "ort_allocator.h"
-#include "ort_backend.h"
-#include "ort_model.h"
+#include "redisai/backend_abi.h"
+#include "onnxruntime/ort_allocator.h"
+#include "onnxruntime/ort_backend.h"
+#include "onnxruntime/ort_model.h"
 
 #ifndef REDISAI_BACKEND_VARIANT
 #define REDISAI_BACKEND_VARIANT "cpu"

@@ -9,7 +9,7 @@
 
 #include <onnxruntime_c_api.h>
 
-#include "backend_abi.h"
+#include "redisai/backend_abi.h"
 
 #ifdef __cplusplus
 extern "C" {

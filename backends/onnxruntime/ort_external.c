@@ -10,7 +10,7 @@
  * protobuf parser inside ORT fails too, since its recursion limit of 100 is
  * below MAX_DEPTH, so ORT never builds a session from what was not scanned.
  */
-#include "ort_external.h"
+#include "onnxruntime/ort_external.h"
 
 #include <stdint.h>
 

@@ -8,18 +8,18 @@
  * its input and output values) belongs to that run alone.
  */
 #define _GNU_SOURCE /* sched_getaffinity, in backend_threads.h */
-#include "ort_model.h"
+#include "onnxruntime/ort_model.h"
 
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "../backend_threads.h"
-#include "ort_allocator.h"
-#include "ort_backend.h"
-#include "ort_external.h"
-#include "ort_tensor.h"
-#include "ort_watchdog.h"
+#include "backend_threads.h"
+#include "onnxruntime/ort_allocator.h"
+#include "onnxruntime/ort_backend.h"
+#include "onnxruntime/ort_external.h"
+#include "onnxruntime/ort_tensor.h"
+#include "onnxruntime/ort_watchdog.h"
 
 typedef struct OrtModel {
     OrtSession *session;

@@ -6,7 +6,7 @@
 #ifndef REDISAI_ORT_MODEL_H
 #define REDISAI_ORT_MODEL_H
 
-#include "backend_abi.h"
+#include "redisai/backend_abi.h"
 
 void *ort_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Error *err);
 void ort_model_free(void *model);

@@ -12,7 +12,7 @@
  * after the session is gone (the value keeps its allocator alive). A
  * sequence of maps is copied into one [maps, values] tensor.
  */
-#include "ort_tensor.h"
+#include "onnxruntime/ort_tensor.h"
 
 #include <limits.h>
 #include <stdint.h>

@@ -1,12 +1,12 @@
 /*
  * ort_watchdog.c - see ort_watchdog.h.
  */
-#include "ort_watchdog.h"
+#include "onnxruntime/ort_watchdog.h"
 
 #include <pthread.h>
 #include <string.h>
 
-#include "ort_backend.h"
+#include "onnxruntime/ort_backend.h"
 
 static struct {
     pthread_mutex_t lock;

@@ -16,7 +16,7 @@
 
 #include <onnxruntime_c_api.h>
 
-#include "backend_abi.h"
+#include "redisai/backend_abi.h"
 
 /* Lives on the stack of the run it watches. */
 typedef struct OrtWatchedRun {

@@ -11,10 +11,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../backend_threads.h"
-#include "backend_abi.h"
+#include "backend_threads.h"
+#include "redisai/backend_abi.h"
 #include "tensorflow/c/c_api.h"
-#include "tf_convert.h"
+#include "tensorflow/tf_convert.h"
 
 #ifndef REDISAI_BACKEND_VARIANT
 #define REDISAI_BACKEND_VARIANT "cpu"

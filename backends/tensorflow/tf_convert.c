@@ -11,7 +11,7 @@
  * last reference goes, possibly on another thread (TF_DeleteTensor is
  * thread-safe).
  */
-#include "tf_convert.h"
+#include "tensorflow/tf_convert.h"
 
 #include <stdint.h>
 #include <string.h>

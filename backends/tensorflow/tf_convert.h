@@ -6,7 +6,7 @@
 #ifndef REDISAI_TF_TENSOR_H
 #define REDISAI_TF_TENSOR_H
 
-#include "backend_abi.h"
+#include "redisai/backend_abi.h"
 #include "tensorflow/c/c_api.h"
 
 /* Must be called once, before any other function here. */

@@ -18,7 +18,7 @@
  */
 #include <caffe2/serialize/inline_container.h>
 
-#include "script_depth.h"
+#include "core/script_depth.h"
 
 #include <array>
 #include <cstdint>

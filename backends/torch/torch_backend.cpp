@@ -13,9 +13,9 @@
  * the core without a copy (the core adopts the buffer of a heap-allocated
  * at::Tensor). Every descriptor member catches all C++ exceptions.
  */
-#include "torch_backend.h"
+#include "torch/torch_backend.h"
 
-#include "../backend_threads.h"
+#include "backend_threads.h"
 
 #include <c10/core/InferenceMode.h>
 #include <c10/core/CPUAllocator.h>

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "backend_abi.h"
+#include "redisai/backend_abi.h"
 
 namespace rai_torch {
 

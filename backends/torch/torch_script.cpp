@@ -24,7 +24,7 @@
  * error such as `ERR model key is empty`): the client gets the TorchScript
  * interpreter's message around it, with the script's traceback.
  */
-#include "torch_backend.h"
+#include "torch/torch_backend.h"
 
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/jit/api/compilation_unit.h>

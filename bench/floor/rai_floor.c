@@ -37,7 +37,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend_abi.h"
+#include "redisai/backend_abi.h"
 
 #define MAX_IO 16
 #define MAX_DIMS 8

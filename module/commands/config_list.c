@@ -1,14 +1,14 @@
 /*
  * backend_list.c - see backend_list.h.
  */
-#include "backend_list.h"
+#include "commands/config_list.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "backend_dir.h"
-#include "backend_loader.h"
-#include "config.h"
+#include "loader/backend_dir.h"
+#include "loader/backend_loader.h"
+#include "core/config.h"
 
 #define LIST_FIELDS 15
 #define UNKNOWN "unknown"

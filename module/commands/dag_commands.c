@@ -7,16 +7,16 @@
  * the slot of its latest producer, so later writers shadow earlier ones.
  * Any error here is one error reply and nothing runs.
  */
-#include "args.h"
-#include "dag_commands.h"
+#include "commands/args.h"
+#include "commands/dag_commands.h"
 
 #include <string.h>
 #include <strings.h>
 
-#include "dag.h"
-#include "model_execute.h"
-#include "script_execute.h"
-#include "tensor_commands.h"
+#include "engine/dag.h"
+#include "commands/model_execute.h"
+#include "commands/script_execute.h"
+#include "commands/tensor_commands.h"
 
 typedef enum DagFlavor {
     DAG_EXECUTE,

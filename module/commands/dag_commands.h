@@ -5,8 +5,8 @@
 #ifndef REDISAI_DAG_COMMANDS_H
 #define REDISAI_DAG_COMMANDS_H
 
-#include "dag.h"
-#include "error.h"
+#include "engine/dag.h"
+#include "core/error.h"
 #include "redismodule.h"
 
 /* The local tensor names of a DAG being built: name -> slot + 1. With

@@ -4,18 +4,18 @@
  * both end in storeModel(), which builds through the backend, checks the
  * key and replicates verbatim.
  */
-#include "args.h"
-#include "model_commands.h"
+#include "commands/args.h"
+#include "commands/model_commands.h"
 
 #include <math.h>
 #include <string.h>
 #include <strings.h>
 
-#include "backend_loader.h"
-#include "config.h"
-#include "device.h"
-#include "model.h"
-#include "model_type.h"
+#include "loader/backend_loader.h"
+#include "core/config.h"
+#include "core/device.h"
+#include "types/model.h"
+#include "types/model_type.h"
 
 /* MODELSTORE/MODELSET's numeric options: integers >= 0, integral doubles
  * such as 2.0 accepted (RedisAI's ArgsCursor). */

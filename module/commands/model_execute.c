@@ -7,14 +7,14 @@
  * Both also answer Redis's key-position requests (getkeys-api), so that
  * ACLs and cluster routing see every key.
  */
-#include "args.h"
-#include "model_execute.h"
+#include "commands/args.h"
+#include "commands/model_execute.h"
 
 #include <string.h>
 #include <strings.h>
 
-#include "dag.h"
-#include "model_type.h"
+#include "engine/dag.h"
+#include "types/model_type.h"
 
 /* A model that declares no outputs (TorchScript returning List[Tensor])
  * takes any count; the backend checks what it produced. */

@@ -6,8 +6,8 @@
 #ifndef REDISAI_MODEL_EXECUTE_H
 #define REDISAI_MODEL_EXECUTE_H
 
-#include "error.h"
-#include "model.h"
+#include "core/error.h"
+#include "types/model.h"
 #include "redismodule.h"
 
 typedef struct ExecuteArgs {

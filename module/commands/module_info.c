@@ -5,19 +5,19 @@
  * of our own, ai_backends_paths, names the file each was loaded from.
  */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
-#include "module_info.h"
-#include "iso_proxy.h"
+#include "commands/module_info.h"
+#include "isolation/core/iso_proxy.h"
 
 #include <stdio.h>
 #include <sys/resource.h>
 
-#include "backend_loader.h"
-#include "config.h"
-#include "inline_run.h"
-#include "llapi.h"
-#include "model.h"
-#include "run_queue.h"
-#include "tensor_type.h"
+#include "loader/backend_loader.h"
+#include "core/config.h"
+#include "engine/inline_run.h"
+#include "llapi/llapi_internal.h"
+#include "types/model.h"
+#include "engine/run_queue.h"
+#include "types/tensor_type.h"
 
 #ifndef REDISAI_VERSION_STRING
 #define REDISAI_VERSION_STRING "1.3.0"

@@ -2,14 +2,14 @@
  * script_commands.c - AI.SCRIPTSTORE, AI.SCRIPTSET (deprecated), AI.SCRIPTGET
  * and AI.SCRIPTDEL (spec 8.1-8.4). Both store commands end in storeScript().
  */
-#include "args.h"
-#include "script_commands.h"
+#include "commands/args.h"
+#include "commands/script_commands.h"
 
 #include <string.h>
 #include <strings.h>
 
-#include "script.h"
-#include "script_type.h"
+#include "types/script.h"
+#include "types/script_type.h"
 
 /* Compiles, type-checks the key (after compiling, as 1.2), stores,
  * replicates verbatim and replies. */

@@ -5,14 +5,14 @@
  * OUTPUTS, timeout), then startScript() snapshots the input tensors and
  * starts a one-op DAG, as model_execute.c does for models.
  */
-#include "args.h"
-#include "script_execute.h"
+#include "commands/args.h"
+#include "commands/script_execute.h"
 
 #include <string.h>
 #include <strings.h>
 
-#include "dag.h"
-#include "script.h"
+#include "engine/dag.h"
+#include "types/script.h"
 
 /* Consumes the script reference in a. */
 static int startScript(RedisModuleCtx *ctx, RedisModuleString *key, ScriptArgs *a) {

@@ -5,9 +5,9 @@
 #ifndef REDISAI_SCRIPT_EXECUTE_H
 #define REDISAI_SCRIPT_EXECUTE_H
 
-#include "error.h"
+#include "core/error.h"
 #include "redismodule.h"
-#include "script.h"
+#include "types/script.h"
 
 typedef struct ArgList {
     RedisModuleString **argv;

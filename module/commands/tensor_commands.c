@@ -2,14 +2,14 @@
  * tensor_commands.c - AI.TENSORSET and AI.TENSORGET (spec sections 1-3).
  * Error checks run in the spec's order, each with its exact text.
  */
-#include "args.h"
-#include "tensor_commands.h"
+#include "commands/args.h"
+#include "commands/tensor_commands.h"
 
 #include <string.h>
 #include <strings.h>
 
-#include "memory.h"
-#include "tensor_type.h"
+#include "core/memory.h"
+#include "types/tensor_type.h"
 
 /* Zero-filled tensors are the one form whose size the client does not
  * send: cap the bytes they cost so that a typo in a shape cannot exhaust

@@ -5,9 +5,9 @@
 #ifndef REDISAI_TENSOR_COMMANDS_H
 #define REDISAI_TENSOR_COMMANDS_H
 
-#include "error.h"
+#include "core/error.h"
 #include "redismodule.h"
-#include "tensor.h"
+#include "core/tensor.h"
 
 /* Bits of a TENSORGET format. */
 #define TENSORGET_META 1

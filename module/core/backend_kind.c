@@ -6,7 +6,7 @@
  */
 #include <strings.h>
 
-#include "backend_loader.h"
+#include "loader/backend_loader.h"
 
 static const char *kind_names[RAI_BACKEND_KINDS] = {
     [RAI_BACKEND_TF] = "TF",

@@ -2,7 +2,7 @@
  * config.c - load-time arguments and the AI.CONFIG command.
  * See config.h. Loading backends is delegated to backend_loader.c.
  */
-#include "config.h"
+#include "core/config.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,8 +10,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "backend_list.h"
-#include "backend_loader.h"
+#include "commands/config_list.h"
+#include "loader/backend_loader.h"
 
 RAI_Config rai_config;
 

@@ -1,7 +1,7 @@
 /*
  * device.c - device string parsing, see device.h.
  */
-#include "device.h"
+#include "core/device.h"
 
 #include <ctype.h>
 #include <stdlib.h>

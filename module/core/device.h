@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend_abi.h"
+#include "redisai/backend_abi.h"
 
 /* MODELSTORE's rule: shorter than 10 chars, CPU/GPU, optionally `:digits`
  * (`GPU:` with no digits passes, as in 1.2). */

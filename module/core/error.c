@@ -2,7 +2,7 @@
  * error.c - RAI_Error, see error.h. Safe to use from worker threads:
  * it only allocates through Redis's thread-safe allocator.
  */
-#include "error.h"
+#include "core/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
 #ifndef REDISAI_ERROR_H
 #define REDISAI_ERROR_H
 
-#include "backend_abi.h"
+#include "redisai/backend_abi.h"
 
 #include <stdarg.h>
 

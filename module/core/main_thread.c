@@ -1,7 +1,7 @@
 /*
  * main_thread.c - see main_thread.h.
  */
-#include "main_thread.h"
+#include "core/main_thread.h"
 
 #include <pthread.h>
 

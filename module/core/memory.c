@@ -5,7 +5,7 @@
  * SET (Redis 7's config change event). Without that event (an older
  * server) they are read at every check.
  */
-#include "memory.h"
+#include "core/memory.h"
 
 #include <string.h>
 

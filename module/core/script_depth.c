@@ -6,7 +6,7 @@
  * calls: the TORCH backend links it too, to measure the code inside model
  * archives.
  */
-#include "script_depth.h"
+#include "core/script_depth.h"
 
 #include <string.h>
 

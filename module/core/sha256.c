@@ -5,7 +5,7 @@
  * primes, the message is padded with 0x80, zeros and its bit length (big
  * endian) to a multiple of 64 bytes.
  */
-#include "sha256.h"
+#include "core/sha256.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * tensor.h. Commands live in tensor_commands.c, type methods in
  * tensor_type.c.
  */
-#include "tensor.h"
+#include "core/tensor.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend_abi.h"
+#include "redisai/backend_abi.h"
 #include "redismodule.h"
 
 struct RAI_Tensor {

@@ -1,7 +1,7 @@
 /*
  * caller.c - the ACL user and DB a run acts for, see caller.h.
  */
-#include "caller.h"
+#include "engine/caller.h"
 
 #include <errno.h>
 #include <string.h>

@@ -8,7 +8,7 @@
 #ifndef REDISAI_CALLER_H
 #define REDISAI_CALLER_H
 
-#include "error.h"
+#include "core/error.h"
 #include "redismodule.h"
 
 /* Redis 7.0.15's texts (server.c processCommand), byte for byte. */

@@ -7,18 +7,18 @@
  * out in its queue) the worker unblocks the client. The reply callback runs
  * on the main thread: it persists outputs, replicates them, and replies.
  */
-#include "dag.h"
+#include "engine/dag.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "inline_run.h"
-#include "memory.h"
-#include "run_stats.h"
-#include "tensor_commands.h"
-#include "tensor_type.h"
+#include "engine/inline_run.h"
+#include "core/memory.h"
+#include "types/run_stats.h"
+#include "commands/tensor_commands.h"
+#include "types/tensor_type.h"
 
 static long long nowMs(void) {
     struct timespec ts;

@@ -12,13 +12,13 @@
 
 #include <stddef.h>
 
-#include "caller.h"
-#include "error.h"
-#include "model.h"
+#include "engine/caller.h"
+#include "core/error.h"
+#include "types/model.h"
 #include "redismodule.h"
-#include "run_queue.h"
-#include "script.h"
-#include "tensor.h"
+#include "engine/run_queue.h"
+#include "types/script.h"
+#include "core/tensor.h"
 
 typedef enum RAI_DagOpKind {
     DAG_OP_TENSORSET, /* slot prefilled at parse time; nothing to run */

@@ -3,21 +3,21 @@
  * typed adapter over the core, so a backend never needs the core's symbols
  * or its own copies of the RedisModule_* pointers (which stay NULL there).
  */
-#include "host_api.h"
+#include "engine/host_api.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "caller.h"
-#include "config.h"
-#include "dag.h"
-#include "error.h"
-#include "main_thread.h"
-#include "model.h"
+#include "engine/caller.h"
+#include "core/config.h"
+#include "engine/dag.h"
+#include "core/error.h"
+#include "core/main_thread.h"
+#include "types/model.h"
 #include "redismodule.h"
-#include "run_queue.h"
-#include "tensor.h"
+#include "engine/run_queue.h"
+#include "core/tensor.h"
 
 #include <string.h>
 #include <strings.h>

@@ -5,7 +5,7 @@
 #ifndef REDISAI_HOST_API_H
 #define REDISAI_HOST_API_H
 
-#include "backend_abi.h"
+#include "redisai/backend_abi.h"
 
 const RAI_HostApi *HostApi_Get(void);
 

@@ -2,11 +2,11 @@
  * inline_run.c - the decision of inline_run.h. Main thread only: the pass
  * flag and the counter need no locks.
  */
-#include "inline_run.h"
+#include "engine/inline_run.h"
 
-#include "config.h"
-#include "dag.h"
-#include "iso_proxy.h"
+#include "core/config.h"
+#include "engine/dag.h"
+#include "isolation/core/iso_proxy.h"
 
 static int subscribed = 0;
 static int started_this_pass = 0;

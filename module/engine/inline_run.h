@@ -28,7 +28,7 @@
 #define REDISAI_INLINE_RUN_H
 
 #include "redismodule.h"
-#include "run_queue.h"
+#include "engine/run_queue.h"
 
 struct RAI_Dag;
 

@@ -3,17 +3,17 @@
  * Workers sleep on a condition variable until a DAG arrives (no polling),
  * so an idle server costs nothing and a request starts without delay.
  */
-#include "run_queue.h"
+#include "engine/run_queue.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
-#include "dag.h"
-#include "model.h"
-#include "device.h"
+#include "core/config.h"
+#include "engine/dag.h"
+#include "types/model.h"
+#include "core/device.h"
 #include "redismodule.h"
 
 typedef struct QueueItem {

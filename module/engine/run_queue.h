@@ -6,7 +6,7 @@
 #ifndef REDISAI_RUN_QUEUE_H
 #define REDISAI_RUN_QUEUE_H
 
-#include "error.h"
+#include "core/error.h"
 #include "redismodule.h"
 
 struct RAI_Dag;

@@ -2,7 +2,7 @@
  * iso_shm.c - memfds for isolation, see iso_shm.h.
  */
 #define _GNU_SOURCE /* memfd_create, F_ADD_SEALS */
-#include "iso_shm.h"
+#include "isolation/iso_shm.h"
 
 #include <errno.h>
 #include <fcntl.h>

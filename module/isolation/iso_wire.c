@@ -3,7 +3,7 @@
  * messages, see iso_wire.h.
  */
 #define _GNU_SOURCE /* MSG_CMSG_CLOEXEC, memfd_create */
-#include "iso_wire.h"
+#include "isolation/iso_wire.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "iso_shm.h"
+#include "isolation/iso_shm.h"
 
 static const char *type_names[ISO_MSG_TYPE_MAX + 1] = {
     [ISO_MSG_HELLO] = "HELLO",

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "iso_protocol.h"
+#include "isolation/iso_protocol.h"
 
 /* --- encoding ---------------------------------------------------------------- */
 

@@ -4,7 +4,7 @@
  * the header's type and exported under its own name by iterating that one
  * list, so no name can be missed or misspelt.
  */
-#include "llapi.h"
+#include "llapi/llapi_internal.h"
 
 #include <string.h>
 

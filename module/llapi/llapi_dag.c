@@ -16,7 +16,7 @@
  * block its own command waiting for it). Statistics are counted before
  * the callback runs.
  */
-#include "llapi.h"
+#include "llapi/llapi_internal.h"
 
 #include <ctype.h>
 #include <string.h>

@@ -13,14 +13,14 @@
 #define REDISAI_LLAPI_INTERNAL_H
 
 #define REDISAI_LLAPI_PROVIDER
-#include "redisai_llapi.h"
+#include "redisai/llapi.h"
 
-#include "dag.h"
-#include "dag_commands.h"
-#include "error.h"
-#include "model.h"
-#include "script.h"
-#include "tensor.h"
+#include "engine/dag.h"
+#include "commands/dag_commands.h"
+#include "core/error.h"
+#include "types/model.h"
+#include "types/script.h"
+#include "core/tensor.h"
 
 /* A prototype for every function of the interface, from its one list: a
  * definition that disagrees with the header does not compile. */

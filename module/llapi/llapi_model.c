@@ -3,17 +3,17 @@
  * or read from one, run contexts, and runs, synchronous in the caller's
  * thread or queued on the model's run queue.
  */
-#include "llapi.h"
+#include "llapi/llapi_internal.h"
 
 #include <limits.h>
 #include <string.h>
 #include <time.h>
 
-#include "backend_loader.h"
-#include "device.h"
-#include "model_type.h"
-#include "run_queue.h"
-#include "run_stats.h"
+#include "loader/backend_loader.h"
+#include "core/device.h"
+#include "types/model_type.h"
+#include "engine/run_queue.h"
+#include "types/run_stats.h"
 
 static long long nowUs(void) {
     struct timespec ts;

@@ -8,15 +8,15 @@
  * one (AI.SCRIPTSTORE ... ENTRY_POINTS); otherwise its Tensor and
  * List[Tensor] parameters take the inputs as AI.SCRIPTRUN binds them.
  */
-#include "llapi.h"
+#include "llapi/llapi_internal.h"
 
 #include <string.h>
 #include <time.h>
 
-#include "backend_loader.h"
-#include "run_queue.h"
-#include "run_stats.h"
-#include "script_type.h"
+#include "loader/backend_loader.h"
+#include "engine/run_queue.h"
+#include "types/run_stats.h"
+#include "types/script_type.h"
 
 static long long nowUs(void) {
     struct timespec ts;

@@ -7,12 +7,12 @@
  * As in 1.2, the functions that take no RAI_Error report success as 1 and
  * failure as 0 (TensorSetData, TensorSetValueFrom*, TensorGetValueAs*).
  */
-#include "llapi.h"
+#include "llapi/llapi_internal.h"
 
 #include <stdint.h>
 #include <string.h>
 
-#include "tensor_type.h"
+#include "types/tensor_type.h"
 
 /* --------------------------------- helpers -------------------------------- */
 

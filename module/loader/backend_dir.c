@@ -2,7 +2,7 @@
  * backend_dir.c - see backend_dir.h.
  */
 #define _GNU_SOURCE /* realpath, readlink under a strict -std */
-#include "backend_dir.h"
+#include "loader/backend_dir.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend_loader.h"
-#include "config.h"
+#include "loader/backend_loader.h"
+#include "core/config.h"
 #include "redismodule.h"
 
 #define FOLDER_PREFIX "redisai_"

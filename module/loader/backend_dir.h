@@ -15,9 +15,9 @@
 
 #include <stddef.h>
 
-#include "backend_abi.h"
-#include "backend_manifest.h"
-#include "error.h"
+#include "redisai/backend_abi.h"
+#include "loader/backend_manifest.h"
+#include "core/error.h"
 
 typedef struct RAI_BackendFolder {
     char *name;   /* the folder name after "redisai_" */

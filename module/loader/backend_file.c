@@ -5,7 +5,7 @@
  * before use: the file is untrusted data here.
  */
 #define _GNU_SOURCE /* pread, O_CLOEXEC, realpath under a strict -std */
-#include "backend_file.h"
+#include "loader/backend_file.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend_loader.h"
+#include "loader/backend_loader.h"
 #include "redismodule.h"
 
 /* The ELF identity of the machine the core was compiled for: a backend

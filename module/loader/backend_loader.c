@@ -15,7 +15,7 @@
  * the descriptor's ABI major, size and kind agree.
  */
 #define _GNU_SOURCE /* pread, O_CLOEXEC, realpath under a strict -std */
-#include "backend_loader.h"
+#include "loader/backend_loader.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,12 +24,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend_dir.h"
-#include "backend_file.h"
-#include "backend_manifest.h"
-#include "config.h"
-#include "host_api.h"
-#include "iso_proxy.h"
+#include "loader/backend_dir.h"
+#include "loader/backend_file.h"
+#include "loader/backend_manifest.h"
+#include "core/config.h"
+#include "engine/host_api.h"
+#include "isolation/core/iso_proxy.h"
 
 /* Entries [0, nloaded) are complete: a load fills its entry, then publishes
  * it by incrementing nloaded (release), so workers scanning the table

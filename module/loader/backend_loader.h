@@ -6,8 +6,8 @@
 #ifndef REDISAI_BACKEND_LOADER_H
 #define REDISAI_BACKEND_LOADER_H
 
-#include "backend_abi.h"
-#include "error.h"
+#include "redisai/backend_abi.h"
+#include "core/error.h"
 #include "redismodule.h"
 
 #define RAI_BACKEND_KINDS 4

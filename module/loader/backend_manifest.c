@@ -2,7 +2,7 @@
  * backend_manifest.c - see backend_manifest.h.
  */
 #define _GNU_SOURCE /* pread, O_CLOEXEC, realpath under a strict -std */
-#include "backend_manifest.h"
+#include "loader/backend_manifest.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "redismodule.h"
-#include "sha256.h"
+#include "core/sha256.h"
 
 /* A manifest lists a few files; anything larger is not ours. */
 #define MAX_MANIFEST_BYTES (1u << 20)

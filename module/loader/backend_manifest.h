@@ -24,7 +24,7 @@
 #ifndef REDISAI_BACKEND_MANIFEST_H
 #define REDISAI_BACKEND_MANIFEST_H
 
-#include "error.h"
+#include "core/error.h"
 
 #define RAI_MANIFEST_NAME "redisai_backend.manifest"
 

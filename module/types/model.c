@@ -1,14 +1,14 @@
 /*
  * model.c - model construction and reference counting, see model.h.
  */
-#include "model.h"
+#include "types/model.h"
 
 #include <string.h>
 
-#include "backend_loader.h"
-#include "model_type.h"
-#include "run_queue.h"
-#include "run_stats.h"
+#include "loader/backend_loader.h"
+#include "types/model_type.h"
+#include "engine/run_queue.h"
+#include "types/run_stats.h"
 
 static char **copyNames(size_t n, const char *const *names) {
     char **out = RedisModule_Alloc(sizeof(char *) * (n ? n : 1));

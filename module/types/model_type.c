@@ -9,17 +9,17 @@
  * model through its backend (the named one, else the kind's default when
  * it is missing here), loading the backend lazily if needed.
  */
-#include "model_type.h"
+#include "types/model_type.h"
 
 #include <stdint.h>
 #include <string.h>
 
-#include "backend_loader.h"
-#include "config.h"
-#include "device.h"
-#include "model.h"
-#include "rdb_io.h"
-#include "tensor_type.h"
+#include "loader/backend_loader.h"
+#include "core/config.h"
+#include "core/device.h"
+#include "types/model.h"
+#include "types/rdb_io.h"
+#include "types/tensor_type.h"
 
 RedisModuleType *RAI_ModelType = NULL;
 

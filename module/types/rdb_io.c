@@ -1,7 +1,7 @@
 /*
  * rdb_io.c - see rdb_io.h.
  */
-#include "rdb_io.h"
+#include "types/rdb_io.h"
 
 #include <string.h>
 

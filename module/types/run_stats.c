@@ -1,15 +1,15 @@
 /*
  * run_stats.c - statistics entries, AI.INFO, AI._MODELSCAN, AI._SCRIPTSCAN.
  */
-#include "run_stats.h"
+#include "types/run_stats.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#include "backend_loader.h"
-#include "caller.h"
+#include "loader/backend_loader.h"
+#include "engine/caller.h"
 
 static RedisModuleDict *table = NULL;
 /* Guards the table and the life of its entries while AI.INFO reads one. */

@@ -10,7 +10,7 @@
 #ifndef REDISAI_RUN_STATS_H
 #define REDISAI_RUN_STATS_H
 
-#include "backend_abi.h"
+#include "redisai/backend_abi.h"
 #include "redismodule.h"
 
 typedef struct RAI_RunStats {

@@ -1,16 +1,16 @@
 /*
  * script.c - script construction and reference counting, see script.h.
  */
-#include "script.h"
+#include "types/script.h"
 
 #include <string.h>
 
-#include "backend_loader.h"
-#include "device.h"
-#include "run_queue.h"
-#include "run_stats.h"
-#include "script_depth.h"
-#include "script_type.h"
+#include "loader/backend_loader.h"
+#include "core/device.h"
+#include "engine/run_queue.h"
+#include "types/run_stats.h"
+#include "core/script_depth.h"
+#include "types/script_type.h"
 
 RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Error *err) {
     const RAI_BackendDescriptor *be = Backend_Get(ctx, RAI_BACKEND_TORCH);

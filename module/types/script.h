@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#include "backend_abi.h"
-#include "error.h"
+#include "redisai/backend_abi.h"
+#include "core/error.h"
 #include "redismodule.h"
 
 struct RAI_RunQueue;

@@ -9,15 +9,15 @@
  * AOF rewrite always writes ENTRY_POINTS (0 for a SCRIPTSET script), where
  * 1.2 left it out and wrote a command that fails on replay.
  */
-#include "script_type.h"
+#include "types/script_type.h"
 
 #include <stdint.h>
 #include <string.h>
 
-#include "backend_loader.h"
-#include "rdb_io.h"
-#include "script.h"
-#include "tensor_type.h"
+#include "loader/backend_loader.h"
+#include "types/rdb_io.h"
+#include "types/script.h"
+#include "types/tensor_type.h"
 
 RedisModuleType *RAI_ScriptType = NULL;
 

@@ -7,13 +7,13 @@
  * offset, Buf data; the device and strides are dropped (tensors in the
  * keyspace are dense and on the CPU).
  */
-#include "tensor_type.h"
+#include "types/tensor_type.h"
 
 #include <stdint.h>
 #include <string.h>
 
-#include "tensor.h"
-#include "tensor_commands.h"
+#include "core/tensor.h"
+#include "commands/tensor_commands.h"
 
 RedisModuleType *RAI_TensorType = NULL;
 

@@ -4,7 +4,7 @@
 #ifndef REDISAI_TENSOR_TYPE_H
 #define REDISAI_TENSOR_TYPE_H
 
-#include "rdb_io.h"
+#include "types/rdb_io.h"
 #include "redismodule.h"
 
 extern RedisModuleType *RAI_TensorType;

@@ -10,7 +10,7 @@
 #ifndef REDISAI_FAULT_BACKEND_H
 #define REDISAI_FAULT_BACKEND_H
 
-#include "backend_abi.h"
+#include "redisai/backend_abi.h"
 
 /* Where the backend was allowed to load, decided once by the entry. */
 typedef enum FaultMode {

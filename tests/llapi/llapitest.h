@@ -14,7 +14,7 @@
 #ifndef LLAPITEST_H
 #define LLAPITEST_H
 
-#include "redisai_llapi.h"
+#include "redisai/llapi.h"
 
 /* The name of an RedisAI_ErrorCode, by its number ("E<n>" past the enum's end). */
 const char *LLT_CodeName(int code);

@@ -18,7 +18,7 @@
  *       values
  */
 #define REDISAI_LLAPI_CLIENT_IMPL
-#include "redisai_llapi.h"
+#include "redisai_llapi.h" /* the old path, kept for existing clients: it includes redisai/llapi.h */
 
 #include <pthread.h>
 #include <string.h>

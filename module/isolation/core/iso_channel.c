@@ -25,13 +25,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "backend_loader.h"
-#include "config.h"
-#include "host_api.h"
-#include "iso_core.h"
-#include "iso_shm.h"
-#include "run_queue.h"
-#include "tensor.h"
+#include "loader/backend_loader.h"
+#include "core/config.h"
+#include "engine/host_api.h"
+#include "isolation/core/iso_core.h"
+#include "isolation/iso_shm.h"
+#include "engine/run_queue.h"
+#include "core/tensor.h"
 
 #define ISO_CHANNEL_OPEN_TIMEOUT_MS 10000
 #define ISO_HOST_ID_BIT (1ULL << 63)

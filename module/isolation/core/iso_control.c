@@ -23,10 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend_loader.h"
-#include "config.h"
-#include "host_api.h"
-#include "iso_core.h"
+#include "loader/backend_loader.h"
+#include "core/config.h"
+#include "engine/host_api.h"
+#include "isolation/core/iso_core.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3

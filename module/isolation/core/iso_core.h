@@ -19,8 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "iso_proxy.h"
-#include "iso_wire.h"
+#include "isolation/core/iso_proxy.h"
+#include "isolation/iso_wire.h"
 
 typedef enum IsoState {
     ISO_STARTING = 0,

@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend_loader.h"
-#include "iso_core.h"
+#include "loader/backend_loader.h"
+#include "isolation/core/iso_core.h"
 
 static long long statmRss(pid_t pid) {
     char path[64];

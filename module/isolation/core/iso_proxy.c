@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_loader.h"
-#include "config.h"
-#include "host_api.h"
-#include "iso_core.h"
+#include "loader/backend_loader.h"
+#include "core/config.h"
+#include "engine/host_api.h"
+#include "isolation/core/iso_core.h"
 
 #define ISO_INFO_TIMEOUT_MS 500
 

@@ -8,8 +8,8 @@
 #ifndef REDISAI_ISO_PROXY_H
 #define REDISAI_ISO_PROXY_H
 
-#include "backend_abi.h"
-#include "error.h"
+#include "redisai/backend_abi.h"
+#include "core/error.h"
 #include "redismodule.h"
 
 #define ISO_MAX_HOSTS 16

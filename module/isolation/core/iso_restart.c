@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_loader.h"
-#include "config.h"
-#include "iso_core.h"
+#include "loader/backend_loader.h"
+#include "core/config.h"
+#include "isolation/core/iso_core.h"
 
 #define ISO_BACKOFF_FIRST_MS 100
 #define ISO_BACKOFF_MAX_MS 30000

@@ -20,8 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend_loader.h"
-#include "iso_core.h"
+#include "loader/backend_loader.h"
+#include "isolation/core/iso_core.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434

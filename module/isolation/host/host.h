@@ -8,10 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend_abi.h"
-#include "error.h"
-#include "iso_protocol.h"
-#include "iso_wire.h"
+#include "redisai/backend_abi.h"
+#include "core/error.h"
+#include "isolation/iso_protocol.h"
+#include "isolation/iso_wire.h"
 
 #define HOST_CTL_FD 3
 

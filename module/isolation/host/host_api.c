@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host.h"
+#include "isolation/host/host.h"
 
 struct RAI_Tensor {
     int refcount; /* atomic */

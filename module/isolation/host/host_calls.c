@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "host.h"
+#include "isolation/host/host.h"
 
 static __thread HostFrame *top;
 static uint64_t last_id; /* the host's own request ids, HOST_ID_BIT added */

@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "host.h"
-#include "iso_shm.h"
+#include "isolation/host/host.h"
+#include "isolation/iso_shm.h"
 
 /* One decoded MODEL_RUN or SCRIPT_RUN. */
 typedef struct Request {

@@ -18,10 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend_file.h"
-#include "backend_loader.h"
-#include "backend_manifest.h"
-#include "host.h"
+#include "loader/backend_file.h"
+#include "loader/backend_loader.h"
+#include "loader/backend_manifest.h"
+#include "isolation/host/host.h"
 
 static double nowSeconds(void) {
     struct timespec ts;

@@ -24,8 +24,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "backend_loader.h"
-#include "host.h"
+#include "loader/backend_loader.h"
+#include "isolation/host/host.h"
 
 HostState host;
 

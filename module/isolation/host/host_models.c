@@ -7,7 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "host.h"
+#include "isolation/host/host.h"
 
 typedef struct Entry {
     uint64_t id;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "redismodule.h" /* the RedisModule_* pointers (common symbols) */
-#include "host.h"
+#include "isolation/host/host.h"
 
 static void *shimAlloc(size_t n) {
     void *p = malloc(n ? n : 1);

@@ -25,8 +25,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "host.h"
-#include "iso_shm.h"
+#include "isolation/host/host.h"
+#include "isolation/iso_shm.h"
 
 HostMapping *HostMapping_New(void *map, size_t len) {
     HostMapping *hm = calloc(1, sizeof(*hm));
