@@ -13,12 +13,12 @@
  *
  * The code members are TorchScript source, compiled by the same recursive
  * parser as AI.SCRIPTSTORE's: they get the same nesting limit (see
- * module/script_depth.h), or a crafted archive with valid CRCs and code
+ * script_depth.h), or a crafted archive with valid CRCs and code
  * 20,000 brackets deep would overflow the main thread's stack.
  */
 #include <caffe2/serialize/inline_container.h>
 
-#include "core/script_depth.h"
+#include "torch/script_depth.h"
 
 #include <array>
 #include <cstdint>

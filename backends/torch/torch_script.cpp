@@ -24,6 +24,7 @@
  * error such as `ERR model key is empty`): the client gets the TorchScript
  * interpreter's message around it, with the script's traceback.
  */
+#include "torch/script_depth.h"
 #include "torch/torch_backend.h"
 
 #include <c10/core/InferenceMode.h>
@@ -354,6 +355,17 @@ void *script_create(const RAI_ScriptSpec *spec, RAI_Error *err) {
     return guarded<void *>(err, nullptr, [&]() -> void * {
         if (spec->size < sizeof(*spec)) {
             throw std::runtime_error("ERR script spec too old for the Torch backend");
+        }
+        /* First, before libtorch sees the source: its compiler recurses per
+         * level of nesting on this thread (Redis's main thread in-process),
+         * and a deep source would overflow the stack (script_depth.h). */
+        size_t line = 0;
+        if (spec->source &&
+            !ScriptDepth_Within(spec->source, spec->source_len, RAI_SCRIPT_MAX_DEPTH, &line)) {
+            throw std::runtime_error(
+                "ERR script source nests deeper than " + std::to_string(RAI_SCRIPT_MAX_DEPTH) +
+                " levels (brackets, operator chains, blocks, elifs) at line " +
+                std::to_string(line));
         }
         apply_thread_config(true);
         if (!thread_config_error().empty()) {

@@ -9,7 +9,6 @@
 #include "core/device.h"
 #include "engine/run_queue.h"
 #include "types/run_stats.h"
-#include "core/script_depth.h"
 #include "types/script_type.h"
 
 RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Error *err) {
@@ -26,16 +25,6 @@ RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Er
     int64_t id;
     if (!Device_ParseLoose(p->device_str, &kind, &id)) {
         Error_Set(err, "ERR unsupported device");
-        return NULL;
-    }
-    /* libtorch's compiler recurses per level of nesting on this thread
-     * (the main thread): a deep source would overflow its stack. */
-    size_t line = 0;
-    if (!ScriptDepth_Within(p->source, p->source_len, RAI_SCRIPT_MAX_DEPTH, &line)) {
-        Error_SetFmt(err,
-                     "ERR script source nests deeper than %d levels (brackets, operator chains, "
-                     "blocks, elifs) at line %zu",
-                     RAI_SCRIPT_MAX_DEPTH, line);
         return NULL;
     }
     RAI_ScriptSpec spec = {

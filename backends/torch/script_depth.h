@@ -5,8 +5,10 @@
  * libtorch's parser and IR emitter recurse once per level of nesting, on
  * the thread that compiles: the main thread for SCRIPTSTORE, SCRIPTSET,
  * RDB load and RESTORE. A source a few thousand levels deep (5 KB of
- * brackets) overflows its 8 MB stack and kills the server. The core refuses
- * anything deeper than RAI_SCRIPT_MAX_DEPTH instead.
+ * brackets) overflows its 8 MB stack and kills the server. The Torch backend
+ * refuses anything deeper than RAI_SCRIPT_MAX_DEPTH instead: a script's
+ * source in script_create, before anything else, and the code inside model
+ * archives (torch_archive.cpp). Pure C, no framework: unit-tested alone.
  *
  * The depth at a point of the source is a conservative sum of everything
  * that makes libtorch recurse there (measured on the main thread of a
@@ -35,8 +37,7 @@ extern "C" {
 #endif
 
 /* 1 when src nests at most `limit` (at most RAI_SCRIPT_MAX_DEPTH) levels
- * deep; otherwise 0 with *line the 1-based line where it first went deeper.
- * Also used by the TORCH backend on the code inside model archives. */
+ * deep; otherwise 0 with *line the 1-based line where it first went deeper. */
 int ScriptDepth_Within(const char *src, size_t len, size_t limit, size_t *line);
 
 #ifdef __cplusplus

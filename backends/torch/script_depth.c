@@ -6,7 +6,7 @@
  * calls: the TORCH backend links it too, to measure the code inside model
  * archives.
  */
-#include "core/script_depth.h"
+#include "torch/script_depth.h"
 
 #include <string.h>
 
