@@ -1,5 +1,5 @@
 """Command line: python -m build_tools {setup,headers,build,build-variant,check,serve,package,
-install-package}."""
+install-package,layers}."""
 from __future__ import annotations
 
 import argparse
@@ -82,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
                         "redisai.so takes a backend as a BACKENDSPATH folder")
     i.add_argument("--force", action="store_true",
                    help="replace files or a backend folder already there")
+    sub.add_parser("layers", help="check the layer order of the C sources' includes "
+                                  "(docs/architecture.md) and print the include-graph figures")
     return p
 
 
@@ -134,6 +136,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "install-package":
             from .install_package import install_package
             return 0 if install_package(args.archive, args.dest, args.force) else 1
+        elif args.command == "layers":
+            from . import layers
+            problems = layers.check()
+            for line in problems:
+                print(line)
+            for name, value in layers.figures().items():
+                print(f"[layers] {name}: {value}")
+            print(f"[layers] {len(problems)} problem(s)")
+            return 0 if not problems else 1
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
