@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "engine/host_api.h"
+#include "loader/backend_loader.h"
 #include "isolation/core/iso_proxy.h"
 #include "commands/dag_commands.h"
 #include "engine/inline_run.h"
@@ -116,7 +118,11 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     RunStats_Init();
     Memory_Init(ctx);
     Config_Init(modulePath());
-    Iso_Init(ctx);
+    /* The host table backends get: in-process through the loader, isolated
+     * ones through the proxy, which calls it on their behalf. */
+    const RAI_HostApi *host = HostApi_Get();
+    Backend_Init(host);
+    Iso_Init(ctx, host);
     InlineRun_Init(ctx);
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Shutdown, onShutdown);
     if (Config_ApplyLoadArgs(ctx, argv, argc) != REDISMODULE_OK) return REDISMODULE_ERR;

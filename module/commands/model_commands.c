@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "loader/backend_loader.h"
+#include "core/backend_kind.h"
 #include "core/config.h"
 #include "core/device.h"
 #include "types/model.h"

@@ -6,7 +6,7 @@
  */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "commands/module_info.h"
-#include "isolation/core/iso_proxy.h"
+#include "isolation/core/iso_info.h"
 
 #include <stdio.h>
 #include <sys/resource.h>
@@ -14,7 +14,7 @@
 #include "loader/backend_loader.h"
 #include "core/config.h"
 #include "engine/inline_run.h"
-#include "llapi/llapi_internal.h"
+#include "redisai/llapi.h"
 #include "types/model.h"
 #include "engine/run_queue.h"
 #include "types/tensor_type.h"
@@ -62,6 +62,11 @@ static void addCpu(RedisModuleInfoCtx *ctx) {
         RedisModule_InfoAddFieldCString(ctx, "main_thread_used_cpu_user", "N/A");
     }
     RunQueue_InfoCpu(ctx);
+}
+
+static int isKindDefault(const RAI_BackendDescriptor *d) {
+    const RAI_LoadedBackend *def = Backend_Loaded(d->kind);
+    return def && def->desc == d;
 }
 
 void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
@@ -121,5 +126,5 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddFieldLongLong(ctx, "inline_runs", InlineRun_Count());
 
     /* Not in a crash report: it takes the isolation locks. */
-    if (!for_crash_report) Iso_InfoSection(ctx);
+    if (!for_crash_report) Iso_InfoSection(ctx, isKindDefault);
 }

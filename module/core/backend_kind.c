@@ -1,12 +1,11 @@
 /*
- * backend_check.c - the checks of a backend's kind and descriptor that the
- * core's loader (backend_loader.c) and the isolated backend host
- * (module/isolation/host/) both make: one copy, two callers. No Redis call
- * here (only error.c), so the host can compile it in unchanged.
+ * backend_kind.c - see backend_kind.h. One copy, two programs: the core's
+ * loader and the isolated backend host (module/isolation/host/).
  */
-#include <strings.h>
+#include "core/backend_kind.h"
 
-#include "loader/backend_loader.h"
+#include <string.h>
+#include <strings.h>
 
 static const char *kind_names[RAI_BACKEND_KINDS] = {
     [RAI_BACKEND_TF] = "TF",
@@ -27,6 +26,23 @@ int Backend_ParseKind(const char *s, RAI_BackendKind *kind) {
 
 const char *Backend_KindName(RAI_BackendKind kind) {
     return (unsigned)kind < RAI_BACKEND_KINDS ? kind_names[kind] : "unknown";
+}
+
+/* RedisAI 1.2's names: lazy loading looks for these under BACKENDSPATH. */
+static const char *default_files[RAI_BACKEND_KINDS] = {
+    [RAI_BACKEND_TF] = "redisai_tensorflow/redisai_tensorflow.so",
+    [RAI_BACKEND_TFLITE] = "redisai_tflite/redisai_tflite.so",
+    [RAI_BACKEND_TORCH] = "redisai_torch/redisai_torch.so",
+    [RAI_BACKEND_ONNX] = "redisai_onnxruntime/redisai_onnxruntime.so",
+};
+
+const char *Backend_DefaultFile(RAI_BackendKind kind) {
+    return (unsigned)kind < RAI_BACKEND_KINDS ? default_files[kind] : "unknown";
+}
+
+const char *Backend_FileName(RAI_BackendKind kind) {
+    if ((unsigned)kind >= RAI_BACKEND_KINDS) return "unknown";
+    return strrchr(default_files[kind], '/') + 1;
 }
 
 int Backend_HasScripts(const RAI_BackendDescriptor *d) {

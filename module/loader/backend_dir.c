@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "loader/backend_loader.h"
+#include "core/backend_kind.h"
 #include "core/config.h"
 #include "redismodule.h"
 

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "loader/backend_loader.h"
+#include "core/backend_kind.h"
 #include "redismodule.h"
 
 /* The ELF identity of the machine the core was compiled for: a backend

@@ -28,7 +28,6 @@
 #include "loader/backend_file.h"
 #include "loader/backend_manifest.h"
 #include "core/config.h"
-#include "engine/host_api.h"
 #include "isolation/core/iso_proxy.h"
 
 /* Entries [0, nloaded) are complete: a load fills its entry, then publishes
@@ -38,18 +37,10 @@
 static RAI_LoadedBackend loaded[RAI_MAX_LOADED_BACKENDS];
 static size_t nloaded;
 static RAI_LoadedBackend *defaults[RAI_BACKEND_KINDS];
+static const RAI_HostApi *host_api;
 
-/* spec 12.1: the files lazy loading looks for under BACKENDSPATH. */
-static const char *default_files[RAI_BACKEND_KINDS] = {
-    [RAI_BACKEND_TF] = "redisai_tensorflow/redisai_tensorflow.so",
-    [RAI_BACKEND_TFLITE] = "redisai_tflite/redisai_tflite.so",
-    [RAI_BACKEND_TORCH] = "redisai_torch/redisai_torch.so",
-    [RAI_BACKEND_ONNX] = "redisai_onnxruntime/redisai_onnxruntime.so",
-};
-
-const char *Backend_FileName(RAI_BackendKind kind) {
-    if ((unsigned)kind >= RAI_BACKEND_KINDS) return "unknown";
-    return strrchr(default_files[kind], '/') + 1;
+void Backend_Init(const RAI_HostApi *host) {
+    host_api = host;
 }
 
 size_t Backend_LoadedCount(void) {
@@ -241,7 +232,7 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
         }
         char why[512] = "";
         entry_ran = 1;
-        d = entry(HostApi_Get(), why, sizeof(why));
+        d = entry(host_api, why, sizeof(why));
         if (d == NULL) {
             Error_SetFmt(err, "%s: backend refused the host: %s", full,
                          why[0] ? why : "no reason given");
@@ -307,7 +298,9 @@ int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, in
 const RAI_BackendDescriptor *Backend_Require(RedisModuleCtx *ctx, RAI_BackendKind kind,
                                              RAI_Error *err) {
     if (defaults[kind]) return defaults[kind]->desc;
-    if (Backend_Load(ctx, kind, default_files[kind], 0, NULL, err) != REDISMODULE_OK) return NULL;
+    if (Backend_Load(ctx, kind, Backend_DefaultFile(kind), 0, NULL, err) != REDISMODULE_OK) {
+        return NULL;
+    }
     return defaults[kind]->desc;
 }
 
@@ -356,7 +349,7 @@ static const RAI_LoadedBackend *loadedByReal(const char *real) {
 
 /* Whether real is the file lazy loading would load as the kind's default. */
 static int isDefaultFile(RAI_BackendKind kind, const char *real) {
-    char *full = Config_ResolvePath(default_files[kind]);
+    char *full = Config_ResolvePath(Backend_DefaultFile(kind));
     char def[PATH_MAX];
     int same = real && realpath(full, def) && !strcmp(def, real);
     RedisModule_Free(full);

@@ -6,17 +6,10 @@
 #ifndef REDISAI_BACKEND_LOADER_H
 #define REDISAI_BACKEND_LOADER_H
 
-#include "redisai/backend_abi.h"
+#include "core/backend_kind.h"
 #include "core/error.h"
+#include "redisai/backend_abi.h"
 #include "redismodule.h"
-
-#define RAI_BACKEND_KINDS 4
-
-/* Why TFLITE fails to load here, appended to its load errors: TFLITE is
- * parsed everywhere, but this project builds no TFLITE backend. */
-#define RAI_TFLITE_UNAVAILABLE                                                              \
-    " (this build has no TFLITE backend: no package registry reachable here ships a "      \
-    "TensorFlow Lite C library with headers)"
 
 /* Loaded backends: at most one in-process backend per kind, any number of
  * isolated ones (each in its own backend host, docs/isolation.md) up to
@@ -38,12 +31,8 @@ typedef struct RAI_LoadedBackend {
     long scripts;            /* Backend_CountUse */
 } RAI_LoadedBackend;
 
-/* "TF", "TFLITE", "TORCH", "ONNX", case-insensitive. */
-int Backend_ParseKind(const char *s, RAI_BackendKind *kind);
-const char *Backend_KindName(RAI_BackendKind kind);
-/* The .so file name of a kind's backend, e.g. "redisai_torch.so". */
-const char *Backend_FileName(RAI_BackendKind kind);
-
+/* The host table every backend gets from its entry; before any load (OnLoad). */
+void Backend_Init(const RAI_HostApi *host);
 /* Loads the backend at path (relative paths resolve against BACKENDSPATH;
  * a folder name such as "torch-2.13.0-cpu" picks that folder under it,
  * backend_dir.h). It runs in a backend host when `isolated` is set or its
@@ -68,14 +57,6 @@ const RAI_BackendDescriptor *Backend_Require(RedisModuleCtx *ctx, RAI_BackendKin
                                              RAI_Error *err);
 /* Backend_Require that logs the reason instead. */
 const RAI_BackendDescriptor *Backend_Get(RedisModuleCtx *ctx, RAI_BackendKind kind);
-/* Whether a descriptor carries the 1.1 script members. */
-int Backend_HasScripts(const RAI_BackendDescriptor *d);
-/* What the descriptor a backend's entry returned must say: our ABI major,
- * at least 1.0's size, the kind asked for, the required members. Returns 1,
- * or 0 with a reason naming path in err. The kind functions and this one
- * live in backend_check.c, which the backend host compiles in too. */
-int Backend_CheckDescriptor(const RAI_BackendDescriptor *d, RAI_BackendKind kind,
-                            const char *path, RAI_Error *err);
 /* The kind's default backend (the first loaded), or NULL; never loads. */
 const RAI_LoadedBackend *Backend_Loaded(RAI_BackendKind kind);
 /* The loaded backend of that name, or NULL. */

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "loader/backend_loader.h"
+#include "core/backend_kind.h"
 #include "engine/caller.h"
 
 static RedisModuleDict *table = NULL;

@@ -25,13 +25,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "loader/backend_loader.h"
+#include "isolation/core/iso_channel.h"
+
+#include "core/backend_kind.h"
 #include "core/config.h"
-#include "engine/host_api.h"
-#include "isolation/core/iso_core.h"
-#include "isolation/iso_shm.h"
-#include "engine/run_queue.h"
 #include "core/tensor.h"
+#include "isolation/core/iso_control.h"
+#include "isolation/iso_shm.h"
 
 #define ISO_CHANNEL_OPEN_TIMEOUT_MS 10000
 #define ISO_HOST_ID_BIT (1ULL << 63)
@@ -193,7 +193,7 @@ static size_t alignUp(size_t n) {
 
 /* Bytes a tensor takes on the wire: STRING adds its offsets in front. */
 static size_t wireBytes(RAI_Tensor *t, size_t *n) {
-    const RAI_HostApi *api = HostApi_Get();
+    const RAI_HostApi *api = Iso_Api();
     *n = api->tensor_length(t);
     size_t nb = api->tensor_byte_size(t);
     if (api->tensor_dtype(t).code == RAI_DTYPE_STRING) nb += *n * sizeof(uint64_t);
@@ -202,7 +202,7 @@ static size_t wireBytes(RAI_Tensor *t, size_t *n) {
 
 /* The offsets of a STRING tensor, relative to its data. */
 static uint64_t *stringOffsets(RAI_Tensor *t, size_t n) {
-    const RAI_HostApi *api = HostApi_Get();
+    const RAI_HostApi *api = Iso_Api();
     uint64_t *off = malloc((n ? n : 1) * sizeof(uint64_t));
     const char *base = api->tensor_data(t);
     for (size_t i = 0; off && i < n; i++) {
@@ -217,7 +217,7 @@ static uint64_t *stringOffsets(RAI_Tensor *t, size_t n) {
  * none). Returns 0, or -1 with errno. */
 static int placeTensors(IsoChan *c, int use_arena, RAI_Tensor *const *ts, size_t n,
                         IsoTensorDesc *descs, int *region) {
-    const RAI_HostApi *api = HostApi_Get();
+    const RAI_HostApi *api = Iso_Api();
     size_t arena = 0, rlen = 0;
     *region = -1;
     for (size_t i = 0; i < n; i++) {
@@ -371,7 +371,7 @@ static RAI_Tensor *tensorIn(IsoChan *c, IsoMsg *m, Regions *rg, const IsoTensorD
     const unsigned char *src = base + d->offset;
     if (!is_string) {
         RAI_Tensor *t = Tensor_New(dt, d->dims, (int)d->ndims, 0);
-        if (t && d->nbytes) memcpy(HostApi_Get()->tensor_data(t), src, d->nbytes);
+        if (t && d->nbytes) memcpy(Iso_Api()->tensor_data(t), src, d->nbytes);
         if (t == NULL) snprintf(why, wl, "out of memory");
         return t;
     }
@@ -486,7 +486,7 @@ static int serveRedisCall(IsoChan *c, IsoMsg *m, char *why, size_t wl) {
     if (!ok) {
         snprintf(why, wl, "CB_REDIS_CALL: %s", r.why ? r.why : "out of memory");
     } else {
-        const RAI_HostApi *api = HostApi_Get();
+        const RAI_HostApi *api = Iso_Api();
         RAI_CallReply *reply = api->redis_call(cmd, args, lens, n);
         IsoBuf b;
         IsoBuf_Init(&b);
@@ -531,7 +531,7 @@ static int serveModelExecute(IsoChan *c, IsoMsg *m, char *why, size_t wl) {
     RAI_Error e;
     Error_Init(&e);
     c->depth++;
-    int rc = outs ? HostApi_Get()->model_execute(key, key_len, ins, nin, outs, nout, &e) : -1;
+    int rc = outs ? Iso_Api()->model_execute(key, key_len, ins, nin, outs, nout, &e) : -1;
     c->depth--;
     if (outs == NULL) Error_Set(&e, "ERR out of memory");
     releaseAll(ins, nin);
@@ -657,7 +657,8 @@ static int exchange(IsoChan *c, uint64_t gen, const char *key, uint16_t type, Is
     return result;
 }
 
-int IsoProxy_WaitRunnable(IsoHandle *h, const char *key, RAI_Error *err) {
+/* Waits (slot->mu held) until h may run in the current host: 0, or -1 after err. */
+static int waitRunnable(IsoHandle *h, const char *key, RAI_Error *err) {
     IsoSlot *s = h->slot;
     const char *kind = Backend_KindName(s->kind);
     long long until = Iso_NowMs() + rai_config.model_execution_timeout;
@@ -699,7 +700,7 @@ static const char *runKey(IsoHandle *h, const RAI_RunInfo *info, char *buf, size
 static IsoChan *beginRun(IsoHandle *h, const char *key, uint64_t *gen, RAI_Error *err) {
     IsoSlot *s = h->slot;
     pthread_mutex_lock(&s->mu);
-    if (IsoProxy_WaitRunnable(h, key, err) != 0) {
+    if (waitRunnable(h, key, err) != 0) {
         pthread_mutex_unlock(&s->mu);
         return NULL;
     }
@@ -761,7 +762,7 @@ static int run(IsoHandle *h, const RAI_RunInfo *info, const RAI_ScriptCall *call
         IsoBuf b;
         IsoBuf_Init(&b);
         IsoBuf_U64(&b, h->id);
-        IsoBuf_U32(&b, (uint32_t)(info ? info->worker_index : RunQueue_WorkerIndex()));
+        IsoBuf_U32(&b, (uint32_t)(info ? info->worker_index : -1));
         IsoBuf_CStr(&b, key);
         if (call) {
             IsoBuf_CStr(&b, call->function);

@@ -23,10 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loader/backend_loader.h"
+#include "isolation/core/iso_control.h"
+
+#include "core/backend_kind.h"
 #include "core/config.h"
-#include "engine/host_api.h"
-#include "isolation/core/iso_core.h"
+#include "isolation/core/iso_spawn.h"
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -34,14 +35,12 @@
 
 #define BUILD_ID REDISAI_VERSION_STRING " " REDISAI_GIT_SHA
 
-IsoSlot *iso_slots[ISO_MAX_HOSTS];
 static int wake_fd = -1;
 static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
+static IsoControlHooks hooks;
 
-long long Iso_NowMs(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+void IsoControl_SetHooks(const IsoControlHooks *h) {
+    hooks = *h;
 }
 
 void IsoControl_Wake(void) {
@@ -52,24 +51,6 @@ void IsoControl_Wake(void) {
 }
 
 /* --- requests ----------------------------------------------------------------- */
-
-void Iso_CondWaitMs(IsoSlot *s, long long ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-    pthread_cond_timedwait(&s->cond, &s->mu, &ts);
-}
-
-void Iso_ErrorText(const IsoMsg *m, RAI_Error *err) {
-    IsoReader r;
-    IsoReader_Init(&r, m->payload, m->payload_len);
-    const char *text = "";
-    size_t len = 0;
-    IsoReader_StrView(&r, &text, &len, ISO_NAME_MAX);
-    Error_SetFmt(err, "%.*s", (int)len, text);
-}
 
 static void deadlineAfter(struct timespec *ts, long long ms) {
     clock_gettime(CLOCK_MONOTONIC, ts);
@@ -200,7 +181,7 @@ static void onDeath(IsoSlot *s) {
     close(s->ctl);
     s->ctl = -1;
     uint64_t gen = s->generation;
-    IsoChannel_ShutdownAll(s);
+    if (hooks.channels_down) hooks.channels_down(s);
     pthread_mutex_unlock(&s->mu);
 
     int code = 0, status = 0;
@@ -240,7 +221,7 @@ static void onDeath(IsoSlot *s) {
         if (p->done == 0) p->done = -1;
     }
     int retired = s->retired;
-    if (!retired) IsoRestart_Schedule(s);
+    if (!retired && hooks.schedule_restart) hooks.schedule_restart(s);
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->mu);
     RedisModule_Log(NULL, "warning", "%s backend host %s (pid %d) exited: %s%s",
@@ -381,9 +362,6 @@ static void startThreads(void) {
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_create(&t, &attr, supervisorMain, NULL);
-    /* The restarter spawns hosts: it never exits, so PR_SET_PDEATHSIG (which
-     * fires when the spawning thread ends) only fires when Redis does. */
-    pthread_create(&t, &attr, IsoRestart_Main, NULL);
     pthread_attr_destroy(&attr);
 }
 
@@ -408,7 +386,7 @@ int IsoControl_Hello(IsoSlot *s, char *why, size_t whylen) {
     IsoBuf_I64(&b, rai_config.inter_op_parallelism);
     IsoBuf_I64(&b, rai_config.model_execution_timeout);
     IsoBuf_I64(&b, rai_config.backend_memory_limit);
-    IsoBuf_U64(&b, (uint64_t)HostApi_Get()->run_queue_count());
+    IsoBuf_U64(&b, (uint64_t)Iso_Api()->run_queue_count());
     IsoBuf_U32(&b, RAI_LOG_NOTICE);
     IsoMsg m;
     long long started = Iso_NowMs();

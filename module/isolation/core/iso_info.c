@@ -10,8 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loader/backend_loader.h"
-#include "isolation/core/iso_core.h"
+#include "isolation/core/iso_info.h"
+
+#include "core/backend_kind.h"
+#include "isolation/core/iso_slot.h"
 
 static long long statmRss(pid_t pid) {
     char path[64];
@@ -45,7 +47,7 @@ static const char *stateName(IsoState st) {
     }
 }
 
-void Iso_InfoSection(RedisModuleInfoCtx *ctx) {
+void Iso_InfoSection(RedisModuleInfoCtx *ctx, int (*is_default)(const RAI_BackendDescriptor *d)) {
     int count = 0;
     for (int i = 0; i < ISO_MAX_HOSTS; i++) count += iso_slots[i] != NULL;
     /* Without isolated backends INFO stays exactly as it was. */
@@ -75,10 +77,9 @@ void Iso_InfoSection(RedisModuleInfoCtx *ctx) {
                 models++;
             }
         }
-        const RAI_LoadedBackend *def = Backend_Loaded(s->kind);
         RedisModule_InfoBeginDictField(ctx, field);
         RedisModule_InfoAddFieldCString(ctx, "kind", (char *)Backend_KindName(s->kind));
-        RedisModule_InfoAddFieldLongLong(ctx, "default", def && def->desc == &s->desc);
+        RedisModule_InfoAddFieldLongLong(ctx, "default", is_default(&s->desc));
         RedisModule_InfoAddFieldCString(ctx, "state", (char *)stateName(s->state));
         RedisModule_InfoAddFieldLongLong(ctx, "pid", pid);
         RedisModule_InfoAddFieldLongLong(ctx, "rss", pid ? statmRss(pid) : 0);

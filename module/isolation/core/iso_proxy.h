@@ -12,10 +12,10 @@
 #include "core/error.h"
 #include "redismodule.h"
 
-#define ISO_MAX_HOSTS 16
-
-/* Module load: records where redisai.so lives (the host is beside it). */
-void Iso_Init(RedisModuleCtx *ctx);
+/* Module load: records where redisai.so lives (the host is beside it) and
+ * the host table the core lends to backends, which the proxy uses on their
+ * behalf (tensors, callbacks); sets the supervisor's hooks. */
+void Iso_Init(RedisModuleCtx *ctx, const RAI_HostApi *api);
 /* Starts a backend host for the backend file `real` (its real path, which
  * the loader has already checked as for an in-process load), waits for its
  * hello reply and returns the slot's proxy descriptor, whose kind,
@@ -27,8 +27,6 @@ const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind,
                                       const char *real, const char *shown, RAI_Error *err);
 /* Whether d is the descriptor of an isolated backend. */
 int Iso_IsProxy(const RAI_BackendDescriptor *d);
-/* INFO MODULES: the ai_isolation section. */
-void Iso_InfoSection(RedisModuleInfoCtx *ctx);
 /* Redis is shutting down: SHUTDOWN to every host, wait briefly, kill. */
 void Iso_Shutdown(void);
 

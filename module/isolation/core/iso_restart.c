@@ -11,9 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "loader/backend_loader.h"
+#include "isolation/core/iso_restart.h"
+
+#include "core/backend_kind.h"
 #include "core/config.h"
-#include "isolation/core/iso_core.h"
+#include "isolation/core/iso_control.h"
+#include "isolation/core/iso_handle.h"
+#include "isolation/core/iso_spawn.h"
 
 #define ISO_BACKOFF_FIRST_MS 100
 #define ISO_BACKOFF_MAX_MS 30000
@@ -67,7 +71,7 @@ static void recreate(IsoSlot *s) {
         RAI_Error err;
         Error_Init(&err);
         uint64_t used = gen;
-        int rc = IsoProxy_CreateInHost(s, h, NULL, &used, &err);
+        int rc = IsoHandle_CreateInHost(s, h, NULL, &used, &err);
         if (rc == -2) {
             char reason[300];
             snprintf(reason, sizeof(reason), "killed after the create of %s took over %lld ms",
@@ -129,7 +133,7 @@ static void restart(IsoSlot *s) {
     recreate(s);
 }
 
-void *IsoRestart_Main(void *arg) {
+static void *restarterMain(void *arg) {
     (void)arg;
     for (;;) {
         IsoSlot *due = NULL, *stale = NULL;
@@ -177,4 +181,21 @@ void *IsoRestart_Main(void *arg) {
         pthread_mutex_unlock(&rmu);
     }
     return NULL;
+}
+
+static pthread_once_t restarter_once = PTHREAD_ONCE_INIT;
+
+static void startRestarter(void) {
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* The restarter spawns hosts: it never exits, so PR_SET_PDEATHSIG (which
+     * fires when the spawning thread ends) only fires when Redis does. */
+    pthread_create(&t, &attr, restarterMain, NULL);
+    pthread_attr_destroy(&attr);
+}
+
+void IsoRestart_Start(void) {
+    pthread_once(&restarter_once, startRestarter);
 }

@@ -20,8 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "loader/backend_loader.h"
-#include "isolation/core/iso_core.h"
+#include "isolation/core/iso_spawn.h"
+
+#include "core/backend_kind.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434

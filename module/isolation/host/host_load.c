@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "loader/backend_file.h"
-#include "loader/backend_loader.h"
+#include "core/backend_kind.h"
 #include "loader/backend_manifest.h"
 #include "isolation/host/host.h"
 

@@ -24,7 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "loader/backend_loader.h"
+#include "core/backend_kind.h"
 #include "isolation/host/host.h"
 
 HostState host;

@@ -1,9 +1,11 @@
 /*
- * iso_core.h - the core's private state of isolation: slots (one isolated
- * backend and its host process each), proxy handles, and the functions the
- * files of this folder share. docs/isolation.md is the design; this folder
- * is "The proxy", "Host states", "The failure table" and "The restart
- * policy" of it.
+ * iso_slot.h - the core's private state of isolation: slots (one isolated
+ * backend and its host process each), proxy handles, and the few helpers
+ * every file of this folder uses. docs/isolation.md is the design; this
+ * folder is "The proxy", "Host states", "The failure table" and "The
+ * restart policy" of it. Its files call each other in one direction:
+ * iso_slot < iso_spawn < iso_control < iso_channel, iso_handle <
+ * iso_restart < iso_proxy (the folder's entry, iso_proxy.h) and iso_info.
  *
  * Threads: the main thread starts hosts (Iso_Load) and creates models;
  * run-queue workers (and LLAPI callers) run them over their own channels;
@@ -12,15 +14,18 @@
  * spawns hosts again and re-creates their models. Slot state is guarded by
  * the slot's mutex; waiters sleep on its condition variable.
  */
-#ifndef REDISAI_ISO_CORE_H
-#define REDISAI_ISO_CORE_H
+#ifndef REDISAI_ISO_SLOT_H
+#define REDISAI_ISO_SLOT_H
 
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "isolation/core/iso_proxy.h"
+#include "core/error.h"
 #include "isolation/iso_wire.h"
+#include "redisai/backend_abi.h"
+
+#define ISO_MAX_HOSTS 16
 
 typedef enum IsoState {
     ISO_STARTING = 0,
@@ -44,7 +49,7 @@ typedef struct IsoHandle {
     int is_script;
     char *key;
     /* A model's blob is borrowed: RAI_Model owns that very buffer and frees
-     * it only after model_free (module/model.c). A script's source is
+     * it only after model_free (module/types/model.c). A script's source is
      * copied (owned_source): the spec points into the command's argument,
      * which Redis frees after the command, and RAI_Script keeps a copy of
      * its own. */
@@ -117,59 +122,15 @@ struct IsoSlot {
 
 extern IsoSlot *iso_slots[ISO_MAX_HOSTS];
 
+/* The host table the core lends to backends (Iso_Init): the channels read
+ * tensors and serve callbacks through it, as an in-process backend would. */
+void Iso_SetApi(const RAI_HostApi *api);
+const RAI_HostApi *Iso_Api(void);
+
 long long Iso_NowMs(void);
-const char *Iso_HostPath(void);
-
-/* iso_spawn.c */
-/* Spawns the slot's host; on success slot->pid, pidfd and ctl are set.
- * Returns 0, or -1 with the reason in why. */
-int IsoSpawn_Start(IsoSlot *s, char *why, size_t whylen);
-/* Formats a wait status ("signal 11 SIGSEGV", "exit status 3") and its token. */
-void IsoSpawn_Describe(int code, int status, char *text, size_t tl, char *token, size_t kl);
-/* SIGKILL through the pidfd (or the pid). */
-void IsoSpawn_Kill(IsoSlot *s);
-
-/* iso_control.c: the supervisor, and what the core's files share */
 /* Sleeps on the slot's condition variable at most ms (slot->mu held). */
 void Iso_CondWaitMs(IsoSlot *s, long long ms);
 /* Records an ERROR message's text on err, verbatim. */
 void Iso_ErrorText(const IsoMsg *m, RAI_Error *err);
-void IsoControl_StartThreads(void);
-/* Wakes the supervisor to poll a new or changed slot. */
-void IsoControl_Wake(void);
-/* Sends a request on the slot's control connection and waits for its reply
- * (ERROR included) at most timeout_ms. Returns 1 with the reply in *reply,
- * 0 on timeout, -1 when the host died or was not up (slot->mu not held). */
-int IsoControl_Request(IsoSlot *s, uint16_t type, const IsoBuf *payload, const int *fds, int nfds,
-                       long long timeout_ms, IsoMsg *reply);
-/* Sends without waiting (frees). */
-void IsoControl_Send(IsoSlot *s, uint16_t type, const IsoBuf *payload);
-/* The HELLO handshake of a freshly spawned host: 0, or -1 with why. */
-int IsoControl_Hello(IsoSlot *s, char *why, size_t whylen);
-/* Kills the host with the reason recorded first (slot->mu not held). */
-void IsoControl_KillWithReason(IsoSlot *s, uint64_t generation, const char *reason,
-                               const char *token);
-/* Waits (slot->mu held) until the death of `generation` has a reason; then
- * writes "ERR <kind> backend process exited (<reason>) while <doing> <key>". */
-void IsoControl_ExitError(IsoSlot *s, uint64_t generation, const char *doing, const char *key,
-                          RAI_Error *err);
-
-/* iso_restart.c */
-void IsoRestart_Schedule(IsoSlot *s);
-void *IsoRestart_Main(void *arg);
-/* Builds handle h in the slot's current host (no lock held). 1, 0 refused
- * (text in err), -1 host died, -2 timeout. */
-int IsoProxy_CreateInHost(IsoSlot *s, IsoHandle *h, RAI_ModelNames *names, uint64_t *generation,
-                          RAI_Error *err);
-
-/* iso_channel.c */
-int IsoChannel_ModelRun(IsoHandle *h, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
-                        size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err);
-int IsoChannel_ScriptRun(IsoHandle *h, const RAI_RunInfo *info, const RAI_ScriptCall *call,
-                         RAI_Tensor **outputs, RAI_Error *err);
-/* Shuts down every channel of the slot (slot->mu held). */
-void IsoChannel_ShutdownAll(IsoSlot *s);
-/* Waits (slot->mu held) until h may run in the current host: 0, or -1 after err. */
-int IsoProxy_WaitRunnable(IsoHandle *h, const char *key, RAI_Error *err);
 
 #endif
