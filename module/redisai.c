@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include "commands/config_commands.h"
 #include "core/config.h"
 #include "engine/host_api.h"
 #include "loader/backend_loader.h"

@@ -1,8 +1,9 @@
 /*
- * config.h - the module's settings: load-time arguments (spec 12.1) and
- * AI.CONFIG (spec 12). Values are read on any thread but written only on the
- * main thread, before workers that read them exist, or (BACKENDSPATH,
- * MODEL_CHUNK_SIZE) only by the main thread that also reads them.
+ * config.h - the module's settings, set by the module arguments and
+ * AI.CONFIG (commands/config_commands.c). Values are read on any thread but
+ * written only on the main thread, before workers that read them exist, or
+ * (BACKENDSPATH, MODEL_CHUNK_SIZE) only by the main thread that also reads
+ * them.
  */
 #ifndef REDISAI_CONFIG_H
 #define REDISAI_CONFIG_H
@@ -42,12 +43,12 @@ extern RAI_Config rai_config;
 
 /* Sets defaults; module_path is the file redisai.so was loaded from. */
 void Config_Init(const char *module_path);
-/* Applies `K V ...` module arguments. Returns REDISMODULE_ERR (after
- * logging the reason) when the module load must fail. */
-int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 /* BACKENDSPATH + "/" + path unless path is absolute; caller frees. */
 char *Config_ResolvePath(const char *path);
-
-int Config_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+void Config_SetBackendsPath(const char *path);
+/* An integer of at least min into *out: 1, or 0 (nothing set). */
+int Config_ParsePositive(RedisModuleString *s, long long min, long long *out);
+/* INLINE_RUN_MAX_US from 0 to RAI_MAX_INLINE_RUN_MAX_US: 1, or 0 (not set). */
+int Config_SetInlineMax(RedisModuleString *s);
 
 #endif
