@@ -28,6 +28,7 @@
 #include "commands/script_commands.h"
 #include "commands/script_execute.h"
 #include "types/script_type.h"
+#include "types/stored.h"
 #include "commands/tensor_commands.h"
 #include "types/tensor_type.h"
 
@@ -98,6 +99,9 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS);
     MainThread_Init();
 
+    /* Before the types: an RDB load builds models and scripts on their
+     * device's queue. */
+    Stored_SetQueueFactory(RunQueue_Ensure);
     if (TensorType_Register(ctx) != REDISMODULE_OK ||
         ModelType_Register(ctx) != REDISMODULE_OK || ScriptType_Register(ctx) != REDISMODULE_OK) {
         RedisModule_Log(ctx, "warning", "could not register the RedisAI data types");

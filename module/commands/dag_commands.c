@@ -17,6 +17,7 @@
 #include "commands/model_execute.h"
 #include "commands/script_execute.h"
 #include "commands/tensor_commands.h"
+#include "types/tensor_type.h"
 
 typedef enum DagFlavor {
     DAG_EXECUTE,

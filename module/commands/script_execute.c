@@ -12,7 +12,7 @@
 #include <strings.h>
 
 #include "engine/dag.h"
-#include "types/script.h"
+#include "types/script_type.h"
 
 /* Consumes the script reference in a. */
 static int startScript(RedisModuleCtx *ctx, RedisModuleString *key, ScriptArgs *a) {

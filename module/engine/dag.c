@@ -17,7 +17,7 @@
 #include "engine/inline_run.h"
 #include "core/memory.h"
 #include "types/run_stats.h"
-#include "commands/tensor_commands.h"
+#include "engine/tensor_reply.h"
 #include "types/tensor_type.h"
 
 static long long nowMs(void) {

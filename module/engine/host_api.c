@@ -14,7 +14,7 @@
 #include "engine/dag.h"
 #include "core/error.h"
 #include "core/main_thread.h"
-#include "types/model.h"
+#include "types/model_type.h"
 #include "redismodule.h"
 #include "engine/run_queue.h"
 #include "core/tensor.h"

@@ -6,21 +6,8 @@
 #include <string.h>
 
 #include "loader/backend_loader.h"
-#include "types/model_type.h"
-#include "engine/run_queue.h"
 #include "types/run_stats.h"
-
-static char **copyNames(size_t n, const char *const *names) {
-    char **out = RedisModule_Alloc(sizeof(char *) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) out[i] = RedisModule_Strdup(names[i]);
-    return out;
-}
-
-static void freeNames(size_t n, char **names) {
-    if (names == NULL) return;
-    for (size_t i = 0; i < n; i++) RedisModule_Free(names[i]);
-    RedisModule_Free(names);
-}
+#include "types/stored.h"
 
 static long fallback_models; /* atomic */
 
@@ -95,18 +82,18 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
     void *handle = be->model_create(&spec, &names, err);
     if (handle == NULL) {
         Error_Set(err, "ERR backend could not create the model");
-        freeNames(names.ninputs, names.inputs);
-        freeNames(names.noutputs, names.outputs);
+        Stored_FreeNames(names.ninputs, names.inputs);
+        Stored_FreeNames(names.noutputs, names.outputs);
         RedisModule_Free(blob);
         return NULL;
     }
     /* The queue only once the backend took the model (as 1.2): a store refused
      * by the backend (e.g. GPU without CUDA) must leave no queue behind. */
-    RAI_RunQueue *queue = RunQueue_Ensure(p->device_str, err);
+    struct RAI_RunQueue *queue = Stored_QueueFor(p->device_str, err);
     if (queue == NULL) {
         be->model_free(handle);
-        freeNames(names.ninputs, names.inputs);
-        freeNames(names.noutputs, names.outputs);
+        Stored_FreeNames(names.ninputs, names.inputs);
+        Stored_FreeNames(names.noutputs, names.outputs);
         RedisModule_Free(blob);
         return NULL;
     }
@@ -119,7 +106,7 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
         .device_str = RedisModule_Strdup(p->device_str),
         .device = p->device,
         .device_id = p->device_id,
-        .tag = RedisModule_Alloc(p->tag_len + 1),
+        .tag = Stored_CopyBytes(p->tag, p->tag_len),
         .tag_len = p->tag_len,
         .batchsize = p->batchsize,
         .minbatchsize = p->minbatchsize,
@@ -133,22 +120,20 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
         .last_run_in_bytes = -1,
     };
     if (fallback) __atomic_add_fetch(&fallback_models, 1, __ATOMIC_RELAXED);
-    memcpy(m->tag, p->tag, p->tag_len);
-    m->tag[p->tag_len] = '\0';
     Backend_CountUse(m->be, 0, +1);
     if (names.inputs) {
         m->ninputs = names.ninputs;
         m->inputs = names.inputs;
     } else {
         m->ninputs = p->ninputs;
-        m->inputs = copyNames(p->ninputs, p->inputs);
+        m->inputs = Stored_CopyNames(p->ninputs, p->inputs);
     }
     if (names.outputs) {
         m->noutputs = names.noutputs;
         m->outputs = names.outputs;
     } else {
         m->noutputs = p->noutputs;
-        m->outputs = copyNames(p->noutputs, p->outputs);
+        m->outputs = Stored_CopyNames(p->noutputs, p->outputs);
     }
     return m;
 }
@@ -164,8 +149,8 @@ void Model_Release(RAI_Model *m) {
     m->be->model_free(m->handle);
     Backend_CountUse(m->be, 0, -1);
     RunStats_Free(m->stats);
-    freeNames(m->ninputs, m->inputs);
-    freeNames(m->noutputs, m->outputs);
+    Stored_FreeNames(m->ninputs, m->inputs);
+    Stored_FreeNames(m->noutputs, m->outputs);
     if (m->on_fallback) __atomic_sub_fetch(&fallback_models, 1, __ATOMIC_RELAXED);
     RedisModule_Free(m->backend_name);
     RedisModule_Free(m->device_str);
@@ -177,20 +162,6 @@ void Model_Release(RAI_Model *m) {
 void Model_RegisterStats(RAI_Model *m, RedisModuleString *keyname) {
     RunStats_Free(m->stats);
     m->stats = RunStats_Register(keyname, 0, m->backend, m->device_str, m->tag, m->tag_len);
-}
-
-RAI_Model *Model_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err) {
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
-    RAI_Model *m = NULL;
-    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        Error_Set(err, "ERR model key is empty");
-    } else if (RedisModule_ModuleTypeGetType(key) != RAI_ModelType) {
-        Error_Set(err, RAI_WRONGTYPE_MSG);
-    } else {
-        m = Model_Retain(RedisModule_ModuleTypeGetValue(key));
-    }
-    RedisModule_CloseKey(key);
-    return m;
 }
 
 size_t Model_ChunkCount(size_t blob_len, size_t chunk) {

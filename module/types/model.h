@@ -98,9 +98,6 @@ void Model_Release(RAI_Model *m);
 /* Gives the model fresh statistics under keyname. */
 void Model_RegisterStats(RAI_Model *m, RedisModuleString *keyname);
 
-/* Reads the model at keyname (a new reference), or NULL after err:
- * `ERR model key is empty` or WRONGTYPE. */
-RAI_Model *Model_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err);
 
 /* Blob chunking of spec 5 (also RDB and AOF): k = L/C + 1 chunks, the last
  * L mod C bytes long, so an exact multiple ends with an empty chunk. */

@@ -290,6 +290,20 @@ static void ModelAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *va
     RedisModule_Free(args);
 }
 
+RAI_Model *Model_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
+    RAI_Model *m = NULL;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        Error_Set(err, "ERR model key is empty");
+    } else if (RedisModule_ModuleTypeGetType(key) != RAI_ModelType) {
+        Error_Set(err, RAI_WRONGTYPE_MSG);
+    } else {
+        m = Model_Retain(RedisModule_ModuleTypeGetValue(key));
+    }
+    RedisModule_CloseKey(key);
+    return m;
+}
+
 static void ModelFree(void *value) {
     Model_Release(value);
 }

@@ -5,11 +5,10 @@
 
 #include <string.h>
 
-#include "loader/backend_loader.h"
 #include "core/device.h"
-#include "engine/run_queue.h"
+#include "loader/backend_loader.h"
 #include "types/run_stats.h"
-#include "types/script_type.h"
+#include "types/stored.h"
 
 RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Error *err) {
     const RAI_BackendDescriptor *be = Backend_Get(ctx, RAI_BACKEND_TORCH);
@@ -45,7 +44,7 @@ RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Er
         return NULL;
     }
     /* The queue only once the backend took the script (see Model_Create). */
-    RAI_RunQueue *queue = RunQueue_Ensure(p->device_str, err);
+    struct RAI_RunQueue *queue = Stored_QueueFor(p->device_str, err);
     if (queue == NULL) {
         be->script_free(handle);
         return NULL;
@@ -58,21 +57,14 @@ RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Er
         .device_str = RedisModule_Strdup(p->device_str),
         .device = kind,
         .device_id = id,
-        .tag = RedisModule_Alloc(p->tag_len + 1),
+        .tag = Stored_CopyBytes(p->tag, p->tag_len),
         .tag_len = p->tag_len,
-        .source = RedisModule_Alloc(p->source_len + 1),
+        .source = Stored_CopyBytes(p->source, p->source_len),
         .source_len = p->source_len,
         .nentry_points = p->nentry_points,
-        .entry_points = RedisModule_Alloc(sizeof(char *) * (p->nentry_points ? p->nentry_points : 1)),
+        .entry_points = Stored_CopyNames(p->nentry_points, p->entry_points),
         .queue = queue,
     };
-    memcpy(s->tag, p->tag, p->tag_len);
-    s->tag[p->tag_len] = '\0';
-    memcpy(s->source, p->source, p->source_len);
-    s->source[p->source_len] = '\0';
-    for (size_t i = 0; i < p->nentry_points; i++) {
-        s->entry_points[i] = RedisModule_Strdup(p->entry_points[i]);
-    }
     Backend_CountUse(s->be, 1, +1);
     return s;
 }
@@ -88,8 +80,7 @@ void Script_Release(RAI_Script *s) {
     s->be->script_free(s->handle);
     Backend_CountUse(s->be, 1, -1);
     RunStats_Free(s->stats);
-    for (size_t i = 0; i < s->nentry_points; i++) RedisModule_Free(s->entry_points[i]);
-    RedisModule_Free(s->entry_points);
+    Stored_FreeNames(s->nentry_points, s->entry_points);
     RedisModule_Free(s->device_str);
     RedisModule_Free(s->tag);
     RedisModule_Free(s->source);
@@ -99,20 +90,6 @@ void Script_Release(RAI_Script *s) {
 void Script_RegisterStats(RAI_Script *s, RedisModuleString *keyname) {
     RunStats_Free(s->stats);
     s->stats = RunStats_Register(keyname, 1, RAI_BACKEND_TORCH, s->device_str, s->tag, s->tag_len);
-}
-
-RAI_Script *Script_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err) {
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
-    RAI_Script *s = NULL;
-    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        Error_Set(err, "ERR script key is empty");
-    } else if (RedisModule_ModuleTypeGetType(key) != RAI_ScriptType) {
-        Error_Set(err, RAI_WRONGTYPE_MSG);
-    } else {
-        s = Script_Retain(RedisModule_ModuleTypeGetValue(key));
-    }
-    RedisModule_CloseKey(key);
-    return s;
 }
 
 int Script_IsEntryPoint(const RAI_Script *s, const char *fn) {

@@ -50,8 +50,6 @@ RAI_Script *Script_Retain(RAI_Script *s);
 /* Main thread only once the script has stats. */
 void Script_Release(RAI_Script *s);
 void Script_RegisterStats(RAI_Script *s, RedisModuleString *keyname);
-/* A new reference to the script at keyname, or NULL after err. */
-RAI_Script *Script_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err);
 int Script_IsEntryPoint(const RAI_Script *s, const char *fn);
 
 #endif

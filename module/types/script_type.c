@@ -145,6 +145,20 @@ static void ScriptAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *v
     RedisModule_Free(args);
 }
 
+RAI_Script *Script_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
+    RAI_Script *s = NULL;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        Error_Set(err, "ERR script key is empty");
+    } else if (RedisModule_ModuleTypeGetType(key) != RAI_ScriptType) {
+        Error_Set(err, RAI_WRONGTYPE_MSG);
+    } else {
+        s = Script_Retain(RedisModule_ModuleTypeGetValue(key));
+    }
+    RedisModule_CloseKey(key);
+    return s;
+}
+
 static void ScriptFree(void *value) {
     Script_Release(value);
 }

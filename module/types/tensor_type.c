@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "core/tensor.h"
-#include "commands/tensor_commands.h"
 
 RedisModuleType *RAI_TensorType = NULL;
 
@@ -115,6 +114,74 @@ static int fieldsValid(const TensorFields *f) {
     }
     return 1;
 }
+
+/* ----------------------------- keyspace access ---------------------------- */
+
+RAI_Tensor *Tensor_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
+    RAI_Tensor *t = NULL;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        Error_Set(err, "ERR tensor key is empty or in a different shard");
+    } else if (RedisModule_ModuleTypeGetType(key) != RAI_TensorType) {
+        Error_Set(err, RAI_WRONGTYPE_MSG);
+    } else {
+        t = Tensor_Retain(RedisModule_ModuleTypeGetValue(key));
+    }
+    RedisModule_CloseKey(key);
+    return t;
+}
+
+RedisModuleString **Tensor_SetArgs(RedisModuleCtx *ctx, RedisModuleString *keyname,
+                                   RAI_Tensor *t, int *argc) {
+    char internal[DTYPE_INTERNAL_NAME_MAX];
+    const char *name = DType_Name(t->dtype);
+    if (name == NULL) {
+        DType_InternalName(t->dtype, internal);
+        name = internal;
+    }
+    int n = 2 + t->ndims;
+    RedisModuleString **args = RedisModule_Alloc(sizeof(*args) * n);
+    int k = 0;
+    args[k++] = RedisModule_CreateStringFromString(ctx, keyname);
+    args[k++] = RedisModule_CreateString(ctx, name, strlen(name));
+    for (int i = 0; i < t->ndims; i++) {
+        args[k++] = RedisModule_CreateStringFromLongLong(ctx, t->dims[i]);
+    }
+    *argc = k;
+    return args;
+}
+
+void Tensor_FreeSetArgs(RedisModuleCtx *ctx, RedisModuleString **args, int argc) {
+    for (int i = 0; i < argc; i++) RedisModule_FreeString(ctx, args[i]);
+    RedisModule_Free(args);
+}
+
+int Tensor_StoreAndReplicate(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Tensor *t,
+                             RAI_Error *err) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE);
+    int type = RedisModule_KeyType(key);
+    if (type != REDISMODULE_KEYTYPE_EMPTY && RedisModule_ModuleTypeGetType(key) != RAI_TensorType) {
+        RedisModule_CloseKey(key);
+        Error_Set(err, RAI_WRONGTYPE_MSG);
+        return REDISMODULE_ERR;
+    }
+    t = Tensor_ForKeyspace(t);
+    RedisModule_ModuleTypeSetValue(key, RAI_TensorType, t);
+    RedisModule_CloseKey(key);
+    int argc;
+    RedisModuleString **args = Tensor_SetArgs(ctx, keyname, t, &argc);
+    if (t->held) {
+        /* Redis takes a reference to the string: no copy of the data. */
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "vcs", args, (size_t)argc, "BLOB", t->held);
+    } else {
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "vcb", args, (size_t)argc, "BLOB", t->data,
+                              t->nbytes);
+    }
+    Tensor_FreeSetArgs(ctx, args, argc);
+    return REDISMODULE_OK;
+}
+
+/* ------------------------------- type methods ----------------------------- */
 
 static void *TensorRdbLoad(RedisModuleIO *io, int encver) {
     if (RdbIO_RefuseNewer(io, "AI_TENSOR", encver)) return NULL;
