@@ -10,6 +10,7 @@
 
 #include "commands/config_commands.h"
 #include "core/config.h"
+#include "commands/info_commands.h"
 #include "engine/host_api.h"
 #include "loader/backend_loader.h"
 #include "isolation/core/iso_proxy.h"

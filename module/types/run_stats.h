@@ -1,5 +1,6 @@
 /*
- * run_stats.h - per-key execution statistics (AI.INFO, spec 11). One entry
+ * run_stats.h - per-key execution statistics (AI.INFO, spec 11): the
+ * entries and their table. One entry
  * per stored model or script, owned by that object and indexed by key name
  * in a global table that spans all databases, as in RedisAI 1.2. A re-store
  * at the same key indexes the new object's entry; the old one goes with its
@@ -37,9 +38,16 @@ void RunStats_Free(RAI_RunStats *s);
 const char *RunStats_Key(const RAI_RunStats *s, size_t *len);
 /* One run: ok, its time, and (models) its samples. Any thread. */
 void RunStats_AddRun(RAI_RunStats *s, int ok, long long duration_us, long long samples);
+/* AI.INFO's RESETSTAT: the counters back to 0. */
+void RunStats_Reset(RAI_RunStats *s);
 
-int Info_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
-int ModelScan_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
-int ScriptScan_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+/* Readers of entries (commands/info_commands.c) hold the table's lock, so
+ * that an entry cannot be freed under them by a release on another thread. */
+void RunStats_Lock(void);
+void RunStats_Unlock(void);
+/* The entry indexed under key, or NULL. Lock held. */
+RAI_RunStats *RunStats_Find(RedisModuleString *key);
+/* Calls fn on every entry, in key order. Lock held. */
+void RunStats_ForEach(void (*fn)(RAI_RunStats *s, void *arg), void *arg);
 
 #endif
