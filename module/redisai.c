@@ -11,6 +11,7 @@
 #include "commands/config_commands.h"
 #include "core/config.h"
 #include "commands/info_commands.h"
+#include "engine/batch.h"
 #include "engine/host_api.h"
 #include "loader/backend_loader.h"
 #include "isolation/core/iso_proxy.h"
@@ -102,6 +103,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
 
     /* Before the types: an RDB load builds models and scripts on their
      * device's queue. */
+    RunQueue_SetPolicy(Batch_Take, Batch_Run);
     Stored_SetQueueFactory(RunQueue_Ensure);
     if (TensorType_Register(ctx) != REDISMODULE_OK ||
         ModelType_Register(ctx) != REDISMODULE_OK || ScriptType_Register(ctx) != REDISMODULE_OK) {

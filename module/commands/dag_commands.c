@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "engine/dag.h"
+#include "engine/dag_start.h"
 #include "commands/model_execute.h"
 #include "commands/script_execute.h"
 #include "commands/tensor_commands.h"

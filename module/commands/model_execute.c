@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "engine/dag.h"
+#include "engine/dag_start.h"
 #include "types/model_type.h"
 
 /* A model that declares no outputs (TorchScript returning List[Tensor])

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "engine/dag.h"
+#include "engine/dag_start.h"
 #include "types/script_type.h"
 
 /* Consumes the script reference in a. */

@@ -1,8 +1,10 @@
 /*
- * dag.h - the execution engine. Every execution command is a DAG: a list of
- * operations over numbered tensor slots, built and validated on the main
- * thread, run by run-queue workers, and answered from the main thread, which
- * also stores and replicates results. MODELEXECUTE is a one-operation DAG.
+ * dag.h - the execution engine's unit of work. Every execution command is a
+ * DAG: a list of operations over numbered tensor slots, built and validated
+ * on the main thread (commands/), started by dag_start.c, run by run-queue
+ * workers (dag_run.c, batch.c), and answered from the main thread
+ * (dag_reply.c), which also stores and replicates results. MODELEXECUTE is
+ * a one-operation DAG.
  *
  * Slots: each name a DAG reads or writes maps to slot numbers at parse time;
  * a write creates a new slot, so later readers see the latest version.
@@ -12,13 +14,13 @@
 
 #include <stddef.h>
 
-#include "engine/caller.h"
 #include "core/error.h"
-#include "types/model.h"
-#include "redismodule.h"
-#include "engine/run_queue.h"
-#include "types/script.h"
 #include "core/tensor.h"
+#include "engine/caller.h"
+#include "engine/run_queue.h"
+#include "redismodule.h"
+#include "types/model.h"
+#include "types/script.h"
 
 typedef enum RAI_DagOpKind {
     DAG_OP_TENSORSET, /* slot prefilled at parse time; nothing to run */
@@ -108,34 +110,8 @@ void Dag_AddPersist(RAI_Dag *dag, RedisModuleString *key, size_t slot);
 /* Records the client's user and DB in dag->caller (once). Main thread. */
 void Dag_CaptureCaller(RedisModuleCtx *ctx, RAI_Dag *dag);
 
-/* Blocks the client and queues the DAG; the client gets its reply when the
- * DAG is done. Records the caller if not done yet. Takes ownership of dag.
- * A short model run with nothing else waiting runs here instead and is
- * answered at once (inline_run.h). Main thread. */
-int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag);
-
-/* Queues a DAG that no client waits for (the LLAPI): dag->on_finish runs
- * on the worker thread that finishes it and owns the DAG from then on. No
- * caller is recorded: scripts' redis.execute act in DB 0 unrestricted. Any
- * thread; REDISMODULE_ERR after err when the CPU queue is missing. */
-int Dag_Enqueue(RAI_Dag *dag, RAI_Error *err);
 /* Total bytes of the op's input tensors present in their slots. */
 size_t Dag_OpInputBytes(const RAI_Dag *dag, const RAI_DagOp *op);
-/* Adds the DAG's finished model and script ops to their keys' AI.INFO
- * statistics (spec 10). Any thread: the counters are atomic. */
-void Dag_UpdateStats(RAI_Dag *dag);
-
-/* Auto-batching (spec 7.1), for the run queue's workers. The model op the
- * DAG runs next when it may join a batch (model BATCHSIZE > 0, inputs with
- * a dim 0; STRING ones too, as in 1.2), else NULL. */
-RAI_DagOp *Dag_BatchableOp(RAI_Dag *dag);
-/* Dim 0 shared by the inputs of that op, -1 when they disagree. */
-long long Dag_BatchDim(RAI_Dag *dag);
-/* Same model, and inputs equal in dtype and in every dim but the first. */
-int Dag_BatchCompatible(RAI_Dag *a, RAI_Dag *b);
-/* Runs the next op of n compatible DAGs as one model run: inputs
- * concatenated along dim 0, outputs sliced back; then each DAG goes on. */
-void Dag_RunBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q);
 
 /* `ERR Cannot run RedisAI command within a transaction or a LUA script`
  * in MULTI or Lua; `ERR <CMD> would block: it cannot run inside a script's

@@ -5,8 +5,7 @@
 #include "engine/inline_run.h"
 
 #include "core/config.h"
-#include "engine/dag.h"
-#include "isolation/core/iso_proxy.h"
+#include "loader/backend_loader.h"
 
 static int subscribed = 0;
 static int started_this_pass = 0;
@@ -42,25 +41,21 @@ long long InlineRun_Count(void) {
     return inline_runs;
 }
 
-static int shortEnough(const RAI_Dag *dag, const RAI_DagOp *op) {
-    const RAI_Model *m = op->model;
+static int shortEnough(const RAI_Model *m, size_t in_bytes) {
     long long us = __atomic_load_n(&m->last_run_us, __ATOMIC_RELAXED);
     long long bytes = __atomic_load_n(&m->last_run_in_bytes, __ATOMIC_RELAXED);
-    return us >= 0 && us <= rai_config.inline_run_max_us &&
-           (long long)Dag_OpInputBytes(dag, op) <= bytes;
+    return us >= 0 && us <= rai_config.inline_run_max_us && (long long)in_bytes <= bytes;
 }
 
-int InlineRun_Decide(const RAI_Dag *dag, RAI_RunQueue *q) {
+int InlineRun_Decide(const RAI_Model *m, size_t in_bytes, RAI_RunQueue *q) {
     int first = !started_this_pass;
     started_this_pass = 1;
     if (!subscribed || !first || queued_in_flight > 0 || rai_config.inline_run_max_us <= 0) {
         return 0;
     }
-    if (dag->nops != 1 || dag->ops[0].kind != DAG_OP_MODEL) return 0;
-    const RAI_DagOp *op = &dag->ops[0];
-    const RAI_Model *m = op->model;
-    if (m->batchsize > 0 || Iso_IsProxy(m->be)) return 0;
-    if (!shortEnough(dag, op) || !RunQueue_Idle(q)) return 0;
+    if (m == NULL) return 0;
+    if (m->batchsize > 0 || Backend_IsIsolated(m->be)) return 0;
+    if (!shortEnough(m, in_bytes) || !RunQueue_Idle(q)) return 0;
     inline_runs++;
     return 1;
 }

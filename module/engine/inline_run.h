@@ -27,18 +27,20 @@
 #ifndef REDISAI_INLINE_RUN_H
 #define REDISAI_INLINE_RUN_H
 
-#include "redismodule.h"
-#include "engine/run_queue.h"
+#include <stddef.h>
 
-struct RAI_Dag;
+#include "engine/run_queue.h"
+#include "redismodule.h"
+#include "types/model.h"
 
 /* Subscribes to the event loop's passes. Without that event (an older
  * Redis) inline runs stay off. Main thread, at module load. */
 void InlineRun_Init(RedisModuleCtx *ctx);
-/* Whether dag (about to start on q, its one op's queue) runs inline now:
- * then it is that one model op. Records that an AI request started in this
- * pass either way. Main thread. */
-int InlineRun_Decide(const struct RAI_Dag *dag, RAI_RunQueue *q);
+/* Whether a DAG about to start on q runs inline now. m is its model when
+ * the DAG is one model op (else NULL: never inline), in_bytes the size of
+ * that op's inputs. Records that an AI request started in this pass either
+ * way. Main thread. */
+int InlineRun_Decide(const RAI_Model *m, size_t in_bytes, RAI_RunQueue *q);
 /* A client's DAG was queued (its blocked client made) / its blocked
  * client was freed, reply sent or client gone. Main thread. */
 void InlineRun_QueuedStart(void);

@@ -6,11 +6,31 @@
 #ifndef REDISAI_RUN_QUEUE_H
 #define REDISAI_RUN_QUEUE_H
 
+#include <stddef.h>
+
 #include "core/error.h"
 #include "redismodule.h"
 
 struct RAI_Dag;
 typedef struct RAI_RunQueue RAI_RunQueue;
+typedef struct RAI_QueueItem RAI_QueueItem;
+
+/* What a worker does with its queue (engine/batch.c, set at module load
+ * before any queue exists): take chooses, under the queue's lock, what runs
+ * next into (*batch)[0..n), growing *batch (RedisModule_Realloc, *cap
+ * entries) as needed, and returns n; 0 with *wait_ms the time until
+ * something may become runnable (-1: until a push). run runs those n DAGs,
+ * the lock released. */
+typedef size_t (*RunQueue_TakeFn)(RAI_RunQueue *q, struct RAI_Dag ***batch, size_t *cap,
+                                  long long *wait_ms);
+typedef void (*RunQueue_RunFn)(struct RAI_Dag **dags, size_t n, RAI_RunQueue *q);
+void RunQueue_SetPolicy(RunQueue_TakeFn take, RunQueue_RunFn run);
+/* The queued items, for the take function (queue lock held): walk them in
+ * order and unlink (and free) those it takes. */
+RAI_QueueItem *RunQueue_First(RAI_RunQueue *q);
+RAI_QueueItem *RunQueue_Next(RAI_QueueItem *it);
+struct RAI_Dag *RunQueue_ItemDag(RAI_QueueItem *it);
+void RunQueue_Unlink(RAI_RunQueue *q, RAI_QueueItem *prev, RAI_QueueItem *it);
 
 /* The queue for this device string, created (with its threads) if new.
  * Main thread only. */

@@ -16,6 +16,8 @@
 #include "redisai/llapi.h"
 
 #include "engine/dag.h"
+#include "engine/dag_reply.h"
+#include "engine/dag_start.h"
 #include "commands/dag_commands.h"
 #include "core/error.h"
 #include "types/model.h"

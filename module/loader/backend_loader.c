@@ -61,6 +61,14 @@ void Backend_CountUse(const RAI_BackendDescriptor *d, int is_script, int delta) 
     }
 }
 
+int Backend_IsIsolated(const RAI_BackendDescriptor *d) {
+    size_t n = Backend_LoadedCount();
+    for (size_t i = 0; i < n; i++) {
+        if (loaded[i].desc == d) return loaded[i].isolated;
+    }
+    return 0;
+}
+
 const RAI_LoadedBackend *Backend_Loaded(RAI_BackendKind kind) {
     if ((unsigned)kind >= RAI_BACKEND_KINDS) return NULL;
     return defaults[kind];

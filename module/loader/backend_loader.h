@@ -57,6 +57,8 @@ const RAI_BackendDescriptor *Backend_Require(RedisModuleCtx *ctx, RAI_BackendKin
                                              RAI_Error *err);
 /* Backend_Require that logs the reason instead. */
 const RAI_BackendDescriptor *Backend_Get(RedisModuleCtx *ctx, RAI_BackendKind kind);
+/* Whether d is a loaded backend's that runs in a backend host. Any thread. */
+int Backend_IsIsolated(const RAI_BackendDescriptor *d);
 /* The kind's default backend (the first loaded), or NULL; never loads. */
 const RAI_LoadedBackend *Backend_Loaded(RAI_BackendKind kind);
 /* The loaded backend of that name, or NULL. */

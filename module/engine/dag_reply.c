@@ -1,0 +1,147 @@
+/*
+ * dag_reply.c - the main thread's part after a DAG ran, see dag_reply.h:
+ * its outputs stored and replicated, its client answered, its runs counted.
+ * With tensor_reply.c and commands/, one of the places RESP is written
+ * (docs/architecture.md).
+ */
+#include "engine/dag_reply.h"
+
+#include "core/memory.h"
+#include "engine/inline_run.h"
+#include "engine/tensor_reply.h"
+#include "types/model.h"
+#include "types/run_stats.h"
+#include "types/script.h"
+#include "types/tensor_type.h"
+
+static const RAI_DagOp *firstFailure(const RAI_Dag *dag) {
+    for (size_t i = 0; i < dag->nops; i++) {
+        if (dag->ops[i].state == DAG_OP_FAILED) return &dag->ops[i];
+    }
+    return NULL;
+}
+
+/* Whether key can take a tensor: empty or a tensor already. A client may
+ * have written another type there while the DAG ran. */
+static int persistTargetOk(RedisModuleCtx *ctx, RedisModuleString *keyname) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
+    int ok = RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY ||
+             RedisModule_ModuleTypeGetType(key) == RAI_TensorType;
+    RedisModule_CloseKey(key);
+    return ok;
+}
+
+/* Stores every PERSIST target, or none: every key is checked first, and so
+ * is the room maxmemory leaves for the outputs' copies into Redis's
+ * allocator. Redis refused the command before it ran if memory was over
+ * the limit then; this refuses what would pass it now (noeviction), so
+ * clients running in parallel cannot push far past the limit. */
+static int persistAll(RedisModuleCtx *ctx, RAI_Dag *dag, RAI_Error *err) {
+    size_t more = 0;
+    for (size_t i = 0; i < dag->npersist; i++) {
+        RAI_Tensor *t = dag->slots[dag->persist[i].slot];
+        if (t == NULL) continue;
+        if (!persistTargetOk(ctx, dag->persist[i].key)) {
+            Error_Set(err, RAI_WRONGTYPE_MSG);
+            return REDISMODULE_ERR;
+        }
+        more += Tensor_ForeignBytes(t);
+    }
+    if (dag->npersist > 0 && Memory_WouldExceed(more)) {
+        Error_Set(err, RAI_OOM_MSG);
+        return REDISMODULE_ERR;
+    }
+    for (size_t i = 0; i < dag->npersist; i++) {
+        size_t slot = dag->persist[i].slot;
+        RAI_Tensor *t = dag->slots[slot];
+        if (t == NULL) continue;
+        /* Copy once per slot, and let the backend's memory go now. */
+        dag->slots[slot] = Tensor_ForKeyspace(t);
+        Tensor_Release(t);
+        if (Tensor_StoreAndReplicate(ctx, dag->persist[i].key, dag->slots[slot], err) !=
+            REDISMODULE_OK) {
+            return REDISMODULE_ERR; /* not reached: the keys were checked above */
+        }
+    }
+    return REDISMODULE_OK;
+}
+
+static void replyOp(RedisModuleCtx *ctx, RAI_Dag *dag, size_t i) {
+    RAI_DagOp *op = &dag->ops[i];
+    if (op->state == DAG_OP_FAILED) {
+        RedisModule_ReplyWithError(ctx, Error_Message(&op->err));
+    } else if (op->state != DAG_OP_DONE) {
+        RedisModule_ReplyWithSimpleString(ctx, "NA");
+    } else if (op->kind == DAG_OP_TENSORGET) {
+        RAI_Tensor *t = dag->slots[op->inputs[0]];
+        if (t == NULL) {
+            RedisModule_ReplyWithSimpleString(ctx, "NA");
+        } else {
+            TensorGet_Reply(ctx, t, op->fmt);
+        }
+    } else {
+        RedisModule_ReplyWithSimpleString(ctx, "OK");
+    }
+}
+
+/* spec 10: on success calls, run time and (models) dim 0 of output 0; on
+ * error calls and errors; ops that never ran count nothing. */
+void Dag_UpdateStats(RAI_Dag *dag) {
+    for (size_t i = 0; i < dag->nops; i++) {
+        RAI_DagOp *op = &dag->ops[i];
+        RAI_RunStats *s = op->kind == DAG_OP_MODEL    ? op->model->stats
+                          : op->kind == DAG_OP_SCRIPT ? op->script->stats
+                                                      : NULL;
+        if (s == NULL || op->state == DAG_OP_PENDING) continue;
+        long long samples = 0;
+        if (op->state == DAG_OP_DONE && op->kind == DAG_OP_MODEL && op->noutputs > 0) {
+            RAI_Tensor *t = dag->slots[op->outputs[0]];
+            if (t && t->ndims > 0) samples = t->dims[0];
+        }
+        RunStats_AddRun(s, op->state == DAG_OP_DONE, op->duration_us, samples);
+    }
+}
+
+/* Stores the outputs and replies: from the reply callback of a blocked
+ * client, or at once after an inline run. */
+int Dag_Reply(RedisModuleCtx *ctx, RAI_Dag *dag) {
+    if (dag->timed_out) return RedisModule_ReplyWithSimpleString(ctx, "TIMEDOUT");
+
+    const RAI_DagOp *failed = firstFailure(dag);
+    RAI_Error err;
+    Error_Init(&err);
+    int persisted = failed ? REDISMODULE_OK : persistAll(ctx, dag, &err);
+
+    if (dag->single_op) {
+        if (failed) {
+            RedisModule_ReplyWithError(ctx, Error_Message(&failed->err));
+        } else if (persisted != REDISMODULE_OK) {
+            RedisModule_ReplyWithError(ctx, Error_Message(&err));
+        } else {
+            RedisModule_ReplyWithSimpleString(ctx, "OK");
+        }
+        Error_Clear(&err);
+        return REDISMODULE_OK;
+    }
+    RedisModule_ReplyWithArray(ctx, (long)dag->nops + (persisted != REDISMODULE_OK));
+    for (size_t i = 0; i < dag->nops; i++) replyOp(ctx, dag, i);
+    if (persisted != REDISMODULE_OK) RedisModule_ReplyWithError(ctx, Error_Message(&err));
+    Error_Clear(&err);
+    return REDISMODULE_OK;
+}
+
+int Dag_ReplyCallback(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+    REDISMODULE_NOT_USED(argv);
+    REDISMODULE_NOT_USED(argc);
+    return Dag_Reply(ctx, RedisModule_GetBlockedClientPrivateData(ctx));
+}
+
+/* Runs after the reply callback, or alone when the client went away: the
+ * runs happened either way, so they are counted here. */
+void Dag_FreeCallback(RedisModuleCtx *ctx, void *privdata) {
+    REDISMODULE_NOT_USED(ctx);
+    RAI_Dag *dag = privdata;
+    if (!dag->timed_out) Dag_UpdateStats(dag);
+    Dag_Free(dag);
+    InlineRun_QueuedEnd();
+}
