@@ -19,6 +19,7 @@ between units (a .c and its .h are one unit). `check` returns every violation;
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -179,7 +180,7 @@ def _allowed(src: str, target: str) -> bool:
     if prog.may_use is LINE:
         rank = _rank(target)
         return rank >= 0 and rank <= _rank(src)
-    return any(target == u or _folder_of(target) == u for u in prog.may_use)
+    return any(unit_of(target) == unit_of(u) or _folder_of(target) == u for u in prog.may_use)
 
 
 def unit_of(path: str) -> str:
@@ -269,3 +270,85 @@ def figures(root: Path = paths.ROOT) -> dict[str, int]:
                   if p.is_file() and p.suffix in SOURCE_SUFFIXES)
     return {"module_root_files": at_root, "units_in_cycles": in_cycles,
             "backend_includes_of_core_headers": backend_core}
+
+
+# --------------------------------------------------------------------------------------
+# The same rules on calls: what each object file of a build refers to
+# --------------------------------------------------------------------------------------
+
+_TARGETS = ("redisai", "redisai-backend-host", "redisai_tensorflow", "redisai_torch",
+            "redisai_onnxruntime")
+
+
+def _nm(obj: Path) -> tuple[set[str], set[str]]:
+    """(defined, undefined) global symbols of an object file. Common symbols (the
+    RedisModule_* pointers redismodule.h puts in every file) count as neither."""
+    out = subprocess.run(["nm", "--format=posix", str(obj)], capture_output=True, text=True,
+                         check=True).stdout
+    defined: set[str] = set()
+    undefined: set[str] = set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        name, kind = parts[0], parts[1]
+        if kind == "U":
+            undefined.add(name)
+        elif kind in "TDBRVW":
+            defined.add(name)
+    return defined, undefined
+
+
+def call_graph(build_dir: Path = paths.BUILD_DIR) -> dict[str, dict[str, set[str]]]:
+    """Per target: unit -> units whose functions or data its object refers to."""
+    graphs: dict[str, dict[str, set[str]]] = {}
+    for target in _TARGETS:
+        tdir = build_dir / "CMakeFiles" / f"{target}.dir"
+        link = tdir / "link.txt"
+        if not link.is_file():
+            continue
+        # The objects the target links now (a moved file leaves its old object behind).
+        objs = [build_dir / w for w in link.read_text().split() if w.endswith(".o")]
+        units: dict[str, tuple[set[str], set[str]]] = {}
+        for obj in objs:
+            rel = obj.relative_to(tdir).as_posix()
+            src = rel[:-2]  # module/engine/dag.c.o -> module/engine/dag.c
+            units[unit_of(src)] = _nm(obj)
+        owner: dict[str, str] = {}
+        for unit, (defined, _) in units.items():
+            for name in defined:
+                owner.setdefault(name, unit)
+        graph: dict[str, set[str]] = {u: set() for u in units}
+        for unit, (_, undefined) in units.items():
+            for name in undefined:
+                to = owner.get(name)
+                if to is not None and to != unit:
+                    graph[unit].add(to)
+        graphs[target] = graph
+    return graphs
+
+
+# Programs whose units may call each other in a cycle: each is one small program
+# around one header of its own (the backend host's host.h, a backend's entry and
+# its framework glue), not a stack of layers.
+CALL_CYCLES_TOLERATED = ("redisai-backend-host", "redisai_tensorflow", "redisai_torch",
+                         "redisai_onnxruntime")
+
+
+def check_calls(build_dir: Path = paths.BUILD_DIR) -> list[str]:
+    """Calls (and references to data) between the object files of each program must keep
+    the include rules: down the layer order and, in the core, no cycle between units.
+    This also sees what an include cannot: a hand-written prototype, or one header
+    shared by a folder (isolation/core, llapi/)."""
+    problems: list[str] = []
+    for target, graph in call_graph(build_dir).items():
+        for unit, tos in sorted(graph.items()):
+            for to in sorted(tos):
+                if not _allowed(unit + ".c", to + ".c"):
+                    problems.append(f"{target}: {unit} calls into {to}: "
+                                    f"{_folder_of(unit)}/ may not use {_folder_of(to)}/")
+        if target in CALL_CYCLES_TOLERATED:
+            continue
+        for part in cycles(graph):
+            problems.append(f"{target}: call cycle between units: " + " <-> ".join(part))
+    return problems

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,15 @@ from build_tools import layers, paths
 def test_the_tree_keeps_the_layer_order() -> None:
     problems = layers.check()
     assert not problems, "layer violations:\n" + "\n".join(problems)
+
+
+def test_calls_keep_the_layer_order() -> None:
+    """The objects of the last build (build/): what each refers to in another file of
+    its program goes down the layer order, and the core's units call in no cycle."""
+    graphs = layers.call_graph()
+    assert "redisai" in graphs and len(graphs["redisai"]) > 50, sorted(graphs)
+    problems = layers.check_calls()
+    assert not problems, "call violations:\n" + "\n".join(problems)
 
 
 def test_figures_of_the_include_graph() -> None:
@@ -169,3 +179,35 @@ def test_test_backends_may_use_their_own_headers(tmp_path: Path, spelled: str, o
         "tests/fixtures/backends/onnx_kind.c": f'#include "{spelled}"\n',
     })
     assert (layers.check(root) == []) == ok
+
+
+def _objects(build: Path, target: str, files: dict[str, str]) -> None:
+    """Compiles each source (repository-relative name -> C text) to the object file CMake
+    would make for target, and writes the target's link.txt naming them."""
+    tdir = build / "CMakeFiles" / f"{target}.dir"
+    objs = []
+    for rel, text in files.items():
+        src = build / "src" / rel
+        src.parent.mkdir(parents=True, exist_ok=True)
+        src.write_text(text)
+        obj = tdir / f"{rel}.o"
+        obj.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cc", "-c", "-o", str(obj), str(src)], check=True)
+        objs.append(obj.relative_to(build).as_posix())
+    (tdir / "link.txt").write_text("cc -shared -o x.so " + " ".join(objs) + "\n")
+
+
+def test_the_call_check_sees_an_upward_call_and_a_cycle(tmp_path: Path) -> None:
+    _objects(tmp_path, "redisai", {
+        "module/core/config.c": "int Backend_Load(void); int Config_Init(void) { return Backend_Load(); }\n",
+        "module/loader/backend_loader.c": "int Config_Init(void); int Backend_Load(void) { return 0; }\n"
+                                          "int Backend_Init(void) { return Config_Init(); }\n",
+        "module/engine/dag.c": "int Batch_Run(void); int Dag_Run(void) { return Batch_Run(); }\n",
+        "module/engine/batch.c": "int Dag_Run(void); int Batch_Run(void) { return Dag_Run(); }\n",
+    })
+    problems = layers.check_calls(tmp_path)
+    assert any("module/core/config calls into module/loader/backend_loader" in p
+               for p in problems), problems
+    assert "redisai: call cycle between units: module/engine/batch <-> module/engine/dag" \
+        in problems, problems
+    assert not any("backend_loader calls into" in p for p in problems), problems

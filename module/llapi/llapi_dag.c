@@ -93,6 +93,59 @@ static void freeFinishCtx(RAI_OnFinishCtx *f) {
     RedisModule_Free(f);
 }
 
+/* Position of name among names[0..n-1], or -1. */
+static long indexOf(char **names, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++) {
+        if (names[i] && !strcmp(names[i], name)) return (long)i;
+    }
+    return -1;
+}
+
+/* Maps what the context holds to the model's order: ins[j] is the tensor
+ * for the model's input j, out_index[k] the model output the context's
+ * output k receives. TF places each named input and output by its name;
+ * the other backends (and unnamed entries) by position. */
+int LLAPI_ModelOrder(RAI_ModelRunCtx *mctx, RAI_Tensor **ins, size_t *out_index,
+                     RAI_Error *err) {
+    const RAI_Model *m = mctx->model;
+    if (mctx->inputs.n != m->ninputs) {
+        LLAPI_Fail(err, RedisAI_ErrorCode_EMODELRUN,
+             "Number of keys given as INPUTS here does not match model definition");
+        return REDISMODULE_ERR;
+    }
+    if (m->noutputs != 0 && mctx->outputs.n != m->noutputs) {
+        LLAPI_Fail(err, RedisAI_ErrorCode_EMODELRUN,
+             "Number of keys given as OUTPUTS here does not match model definition");
+        return REDISMODULE_ERR;
+    }
+    int by_name = m->backend == RAI_BACKEND_TF;
+    for (size_t i = 0; i < mctx->inputs.n; i++) ins[i] = NULL;
+    for (size_t i = 0; i < mctx->inputs.n; i++) {
+        const char *name = mctx->inputs.names[i];
+        long j = by_name && name ? indexOf(m->inputs, m->ninputs, name) : (long)i;
+        if (j < 0 || ins[j] != NULL) {
+            Error_SetFmt(err, "ERR %s is not an input of the model, or is given twice", name);
+            Error_SetCode(err, RedisAI_ErrorCode_EMODELRUN);
+            return REDISMODULE_ERR;
+        }
+        ins[j] = mctx->inputs.tensors[i];
+    }
+    for (size_t k = 0; k < mctx->outputs.n; k++) {
+        const char *name = mctx->outputs.names[k];
+        long j = by_name && name ? indexOf(m->outputs, m->noutputs, name) : (long)k;
+        for (size_t q = 0; j >= 0 && q < k; q++) {
+            if (out_index[q] == (size_t)j) j = -1;
+        }
+        if (j < 0) {
+            Error_SetFmt(err, "ERR %s is not an output of the model, or is asked twice", name);
+            Error_SetCode(err, RedisAI_ErrorCode_EMODELRUN);
+            return REDISMODULE_ERR;
+        }
+        out_index[k] = (size_t)j;
+    }
+    return REDISMODULE_OK;
+}
+
 /* dag->on_finish of every LLAPI run, on the worker thread that ends it. */
 static void onFinish(RAI_Dag *dag) {
     RAI_OnFinishCtx *f = dag->on_finish_data;
