@@ -96,7 +96,113 @@ static int storeModel(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Model
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
+/* The names and chunks of a store command, found in its arguments: stores
+ * the model they make (storeModel) and replies. */
+typedef struct StoreArgs {
+    RedisModuleString **inputs, **outputs, **chunks;
+    int ninputs, noutputs, nchunks;
+} StoreArgs;
+
+static int storeFromArgs(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_ModelParams *p,
+                         const StoreArgs *a) {
+    const char **inputs = namesOf(a->inputs, a->ninputs);
+    const char **outputs = namesOf(a->outputs, a->noutputs);
+    p->ninputs = (size_t)a->ninputs;
+    p->inputs = inputs;
+    p->noutputs = (size_t)(a->noutputs > 0 ? a->noutputs : 0);
+    p->outputs = outputs;
+    size_t blob_len;
+    char *blob = joinChunks(a->chunks, a->nchunks, &blob_len);
+    int rc = storeModel(ctx, keyname, p, blob, blob_len);
+    RedisModule_Free(inputs);
+    RedisModule_Free(outputs);
+    return rc;
+}
+
 /* -------------------------------- MODELSTORE ------------------------------ */
+
+/* [BACKEND name] [TAG t] [BATCHSIZE n] [MINBATCHSIZE m] [MINBATCHTIMEOUT ms]
+ * from *pos on, each checked in this order. NULL, or the error to reply. */
+static const char *storeOptions(RedisModuleString **argv, int argc, int *pos,
+                                RAI_ModelParams *p) {
+    /* Beyond 1.2: BACKEND <name>, positional right after the device, so a
+     * TAG value spelled BACKEND is no ambiguity. */
+    if (*pos < argc && Args_TokenIs(argv[*pos], "BACKEND")) {
+        size_t len;
+        if (*pos + 1 >= argc) return "ERR BACKEND: missing backend name";
+        p->backend_name = RedisModule_StringPtrLen(argv[*pos + 1], &len);
+        if (len == 0 || strlen(p->backend_name) != len) return "ERR BACKEND: invalid backend name";
+        *pos += 2;
+    }
+    if (*pos + 1 < argc && Args_TokenIs(argv[*pos], "TAG")) {
+        p->tag = RedisModule_StringPtrLen(argv[*pos + 1], &p->tag_len);
+        *pos += 2;
+    }
+    if (*pos < argc && Args_TokenIs(argv[*pos], "BATCHSIZE")) {
+        if (*pos + 1 >= argc || !parseOption(argv[*pos + 1], &p->batchsize)) {
+            return "ERR Invalid argument for BATCHSIZE";
+        }
+        *pos += 2;
+    }
+    if (*pos < argc && Args_TokenIs(argv[*pos], "MINBATCHSIZE")) {
+        if (*pos + 1 >= argc || !parseOption(argv[*pos + 1], &p->minbatchsize)) {
+            return "ERR Invalid argument for MINBATCHSIZE";
+        }
+        if (p->minbatchsize > 0 && p->batchsize == 0) {
+            return "ERR MINBATCHSIZE specified without BATCHSIZE";
+        }
+        if (p->minbatchsize > p->batchsize) return RAI_MINBATCH_TOO_LARGE_MSG;
+        *pos += 2;
+    }
+    if (*pos < argc && Args_TokenIs(argv[*pos], "MINBATCHTIMEOUT")) {
+        if (*pos + 1 >= argc || !parseOption(argv[*pos + 1], &p->minbatchtimeout)) {
+            return "ERR Invalid argument for MINBATCHTIMEOUT";
+        }
+        if (p->minbatchtimeout > 0 && p->minbatchsize == 0) {
+            return "ERR MINBATCHTIMEOUT specified without MINBATCHSIZE";
+        }
+        *pos += 2;
+    }
+    return NULL;
+}
+
+/* `INPUTS n name... OUTPUTS m name...` at *pos: required for TF, refused
+ * for the other backends. NULL, or the error to reply. */
+static const char *storeNames(RedisModuleString **argv, int argc, int *pos,
+                              RAI_BackendKind backend, StoreArgs *a) {
+    if (backend != RAI_BACKEND_TF) {
+        if (Args_TokenIs(argv[*pos], "INPUTS")) {
+            return "ERR INPUTS argument should not be specified for this backend";
+        }
+        return NULL;
+    }
+    long long nin = 0, nout = 0;
+    if (!Args_TokenIs(argv[*pos], "INPUTS")) return "ERR INPUTS not specified for TF";
+    if (*pos + 1 >= argc || RedisModule_StringToLongLong(argv[*pos + 1], &nin) != REDISMODULE_OK ||
+        nin <= 0) {
+        return "ERR Invalid argument for input_count";
+    }
+    if (nin > argc - *pos - 2) {
+        return "ERR number of model inputs does not match the number of given arguments";
+    }
+    a->inputs = argv + *pos + 2;
+    a->ninputs = (int)nin;
+    *pos += 2 + (int)nin;
+    if (*pos >= argc || !Args_TokenIs(argv[*pos], "OUTPUTS")) {
+        return "ERR OUTPUTS not specified for TF";
+    }
+    if (*pos + 1 >= argc ||
+        RedisModule_StringToLongLong(argv[*pos + 1], &nout) != REDISMODULE_OK || nout <= 0) {
+        return "ERR Invalid argument for output_count";
+    }
+    if (nout > argc - *pos - 2) {
+        return "ERR number of model outputs does not match the number of given arguments";
+    }
+    a->outputs = argv + *pos + 2;
+    a->noutputs = (int)nout;
+    *pos += 2 + (int)nout;
+    return NULL;
+}
 
 /* AI.MODELSTORE key backend device [BACKEND name] [TAG t] [BATCHSIZE n] [MINBATCHSIZE m]
  *   [MINBATCHTIMEOUT ms] [INPUTS n name... OUTPUTS m name...] BLOB chunk... */
@@ -111,95 +217,19 @@ int ModelStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int a
         return replyErr(ctx, "ERR Invalid DEVICE");
     }
     int pos = 4;
-    /* Beyond 1.2: BACKEND <name>, positional right after the device, so a
-     * TAG value spelled BACKEND is no ambiguity. */
-    if (pos < argc && Args_TokenIs(argv[pos], "BACKEND")) {
-        size_t len;
-        if (pos + 1 >= argc) return replyErr(ctx, "ERR BACKEND: missing backend name");
-        p.backend_name = RedisModule_StringPtrLen(argv[pos + 1], &len);
-        if (len == 0 || strlen(p.backend_name) != len) {
-            return replyErr(ctx, "ERR BACKEND: invalid backend name");
-        }
-        pos += 2;
-    }
-    if (pos + 1 < argc && Args_TokenIs(argv[pos], "TAG")) {
-        p.tag = RedisModule_StringPtrLen(argv[pos + 1], &p.tag_len);
-        pos += 2;
-    }
-    if (pos < argc && Args_TokenIs(argv[pos], "BATCHSIZE")) {
-        if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.batchsize)) {
-            return replyErr(ctx, "ERR Invalid argument for BATCHSIZE");
-        }
-        pos += 2;
-    }
-    if (pos < argc && Args_TokenIs(argv[pos], "MINBATCHSIZE")) {
-        if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.minbatchsize)) {
-            return replyErr(ctx, "ERR Invalid argument for MINBATCHSIZE");
-        }
-        if (p.minbatchsize > 0 && p.batchsize == 0) {
-            return replyErr(ctx, "ERR MINBATCHSIZE specified without BATCHSIZE");
-        }
-        if (p.minbatchsize > p.batchsize) return replyErr(ctx, RAI_MINBATCH_TOO_LARGE_MSG);
-        pos += 2;
-    }
-    if (pos < argc && Args_TokenIs(argv[pos], "MINBATCHTIMEOUT")) {
-        if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.minbatchtimeout)) {
-            return replyErr(ctx, "ERR Invalid argument for MINBATCHTIMEOUT");
-        }
-        if (p.minbatchtimeout > 0 && p.minbatchsize == 0) {
-            return replyErr(ctx, "ERR MINBATCHTIMEOUT specified without MINBATCHSIZE");
-        }
-        pos += 2;
-    }
+    const char *why = storeOptions(argv, argc, &pos, &p);
+    if (why) return replyErr(ctx, why);
     if (pos >= argc) return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
-
-    RedisModuleString **in_argv = NULL, **out_argv = NULL;
-    long long nin = 0, nout = 0;
-    if (p.backend == RAI_BACKEND_TF) {
-        if (!Args_TokenIs(argv[pos], "INPUTS")) return replyErr(ctx, "ERR INPUTS not specified for TF");
-        if (pos + 1 >= argc || RedisModule_StringToLongLong(argv[pos + 1], &nin) != REDISMODULE_OK ||
-            nin <= 0) {
-            return replyErr(ctx, "ERR Invalid argument for input_count");
-        }
-        if (nin > argc - pos - 2) {
-            return replyErr(ctx, "ERR number of model inputs does not match the number of given "
-                                 "arguments");
-        }
-        in_argv = argv + pos + 2;
-        pos += 2 + (int)nin;
-        if (pos >= argc || !Args_TokenIs(argv[pos], "OUTPUTS")) {
-            return replyErr(ctx, "ERR OUTPUTS not specified for TF");
-        }
-        if (pos + 1 >= argc ||
-            RedisModule_StringToLongLong(argv[pos + 1], &nout) != REDISMODULE_OK || nout <= 0) {
-            return replyErr(ctx, "ERR Invalid argument for output_count");
-        }
-        if (nout > argc - pos - 2) {
-            return replyErr(ctx, "ERR number of model outputs does not match the number of given "
-                                 "arguments");
-        }
-        out_argv = argv + pos + 2;
-        pos += 2 + (int)nout;
-    } else if (Args_TokenIs(argv[pos], "INPUTS")) {
-        return replyErr(ctx, "ERR INPUTS argument should not be specified for this backend");
-    }
+    StoreArgs a = {0};
+    why = storeNames(argv, argc, &pos, p.backend, &a);
+    if (why) return replyErr(ctx, why);
     if (pos >= argc || !Args_TokenIs(argv[pos], "BLOB")) {
         return replyErr(ctx, "ERR Invalid argument, expected BLOB");
     }
     if (pos + 1 >= argc) return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
-
-    const char **inputs = namesOf(in_argv, (int)nin);
-    const char **outputs = namesOf(out_argv, (int)nout);
-    p.ninputs = (size_t)nin;
-    p.inputs = inputs;
-    p.noutputs = (size_t)nout;
-    p.outputs = outputs;
-    size_t blob_len;
-    char *blob = joinChunks(argv + pos + 1, argc - pos - 1, &blob_len);
-    int rc = storeModel(ctx, argv[1], &p, blob, blob_len);
-    RedisModule_Free(inputs);
-    RedisModule_Free(outputs);
-    return rc;
+    a.chunks = argv + pos + 1;
+    a.nchunks = argc - pos - 1;
+    return storeFromArgs(ctx, argv[1], &p, &a);
 }
 
 /* --------------------------------- MODELSET ------------------------------- */
@@ -220,6 +250,68 @@ static int findToken(RedisModuleString **argv, int from, int argc, const char *w
     return -1;
 }
 
+/* [TAG t] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT ms]]] from *pos on,
+ * with 1.2's checks in 1.2's order. NULL, or the error to reply. */
+static const char *setOptions(RedisModuleString **argv, int argc, int *pos, RAI_ModelParams *p) {
+    if (*pos + 1 < argc && Args_TokenIs(argv[*pos], "TAG")) {
+        p->tag = RedisModule_StringPtrLen(argv[*pos + 1], &p->tag_len);
+        *pos += 2;
+    }
+    if (*pos < argc && Args_TokenIs(argv[*pos], "BATCHSIZE")) {
+        if (p->backend == RAI_BACKEND_TFLITE) {
+            return "ERR Auto-batching not supported by the TFLITE backend";
+        }
+        if (*pos + 1 >= argc || !parseOption(argv[*pos + 1], &p->batchsize)) {
+            return "ERR Invalid argument for BATCHSIZE";
+        }
+        *pos += 2;
+    }
+    if (*pos < argc && Args_TokenIs(argv[*pos], "MINBATCHSIZE")) {
+        if (p->batchsize == 0) return "ERR MINBATCHSIZE specified without BATCHSIZE";
+        if (*pos + 1 >= argc || !parseOption(argv[*pos + 1], &p->minbatchsize)) {
+            return "ERR Invalid argument for MINBATCHSIZE";
+        }
+        if (p->minbatchsize > p->batchsize) return RAI_MINBATCH_TOO_LARGE_MSG;
+        *pos += 2;
+    }
+    if (*pos < argc && Args_TokenIs(argv[*pos], "MINBATCHTIMEOUT")) {
+        if (p->batchsize == 0) return "ERR MINBATCHTIMEOUT specified without BATCHSIZE";
+        if (p->minbatchsize == 0) return "ERR MINBATCHTIMEOUT specified without MINBATCHSIZE";
+        if (*pos + 1 >= argc || !parseOption(argv[*pos + 1], &p->minbatchtimeout)) {
+            return "ERR Invalid argument for MINBATCHTIMEOUT";
+        }
+        *pos += 2;
+    }
+    return NULL;
+}
+
+/* TF's `INPUTS name... OUTPUTS name...` and every backend's chunks, from pos
+ * on: with BLOB the chunks follow it; without (the seed form) the last
+ * argument is the blob. NULL, or the error to reply. */
+static const char *setNamesAndChunks(RedisModuleString **argv, int argc, int pos,
+                                     RAI_BackendKind backend, StoreArgs *a) {
+    int blob_at = findToken(argv, pos, argc, "BLOB");
+    int chunks_from = blob_at < 0 ? argc - 1 : blob_at + 1;
+    if (backend == RAI_BACKEND_TF) {
+        if (blob_at == pos) return "ERR Insufficient arguments, INPUTS and OUTPUTS not specified";
+        if (!Args_TokenIs(argv[pos], "INPUTS")) return "ERR INPUTS not specified";
+        int outputs_at = findToken(argv, pos + 1, blob_at < 0 ? argc : blob_at, "OUTPUTS");
+        if (outputs_at < 0) return "ERR OUTPUTS not specified";
+        a->inputs = argv + pos + 1;
+        a->ninputs = outputs_at - (pos + 1);
+        a->outputs = argv + outputs_at + 1;
+        a->noutputs = (blob_at < 0 ? argc - 1 : blob_at) - (outputs_at + 1);
+        if (a->noutputs <= 0 && blob_at < 0) {
+            return "ERR Insufficient arguments, missing model BLOB";
+        }
+    }
+    /* Other backends: 1.2 ignores whatever lies between the options and BLOB. */
+    if (chunks_from >= argc) return "ERR Insufficient arguments, missing model BLOB";
+    a->chunks = argv + chunks_from;
+    a->nchunks = argc - chunks_from;
+    return NULL;
+}
+
 /* AI.MODELSET key backend device [TAG t] [BATCHSIZE n [MINBATCHSIZE m
  *   [MINBATCHTIMEOUT ms]]] [INPUTS name... OUTPUTS name...] [BLOB] chunk...
  * Beyond 1.2, BLOB may be left out (the seed form): the last argument is
@@ -234,83 +326,17 @@ int ModelSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     p.device_str = RedisModule_StringPtrLen(argv[3], &dlen);
     if (dlen > 10 || isModelSetKeyword(argv[3])) return replyErr(ctx, "ERR Invalid DEVICE");
     int pos = 4;
-    if (pos + 1 < argc && Args_TokenIs(argv[pos], "TAG")) {
-        p.tag = RedisModule_StringPtrLen(argv[pos + 1], &p.tag_len);
-        pos += 2;
-    }
-    if (pos < argc && Args_TokenIs(argv[pos], "BATCHSIZE")) {
-        if (p.backend == RAI_BACKEND_TFLITE) {
-            return replyErr(ctx, "ERR Auto-batching not supported by the TFLITE backend");
-        }
-        if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.batchsize)) {
-            return replyErr(ctx, "ERR Invalid argument for BATCHSIZE");
-        }
-        pos += 2;
-    }
-    if (pos < argc && Args_TokenIs(argv[pos], "MINBATCHSIZE")) {
-        if (p.batchsize == 0) return replyErr(ctx, "ERR MINBATCHSIZE specified without BATCHSIZE");
-        if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.minbatchsize)) {
-            return replyErr(ctx, "ERR Invalid argument for MINBATCHSIZE");
-        }
-        if (p.minbatchsize > p.batchsize) return replyErr(ctx, RAI_MINBATCH_TOO_LARGE_MSG);
-        pos += 2;
-    }
-    if (pos < argc && Args_TokenIs(argv[pos], "MINBATCHTIMEOUT")) {
-        if (p.batchsize == 0) {
-            return replyErr(ctx, "ERR MINBATCHTIMEOUT specified without BATCHSIZE");
-        }
-        if (p.minbatchsize == 0) {
-            return replyErr(ctx, "ERR MINBATCHTIMEOUT specified without MINBATCHSIZE");
-        }
-        if (pos + 1 >= argc || !parseOption(argv[pos + 1], &p.minbatchtimeout)) {
-            return replyErr(ctx, "ERR Invalid argument for MINBATCHTIMEOUT");
-        }
-        pos += 2;
-    }
+    const char *why = setOptions(argv, argc, &pos, &p);
+    if (why) return replyErr(ctx, why);
     if (pos >= argc) return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
-
-    int blob_at = findToken(argv, pos, argc, "BLOB");
-    int in_from = 0, nin = 0, out_from = 0, nout = 0;
-    int chunks_from;
-    if (p.backend == RAI_BACKEND_TF) {
-        if (blob_at == pos) {
-            return replyErr(ctx, "ERR Insufficient arguments, INPUTS and OUTPUTS not specified");
-        }
-        if (!Args_TokenIs(argv[pos], "INPUTS")) return replyErr(ctx, "ERR INPUTS not specified");
-        int outputs_at = findToken(argv, pos + 1, blob_at < 0 ? argc : blob_at, "OUTPUTS");
-        if (outputs_at < 0) return replyErr(ctx, "ERR OUTPUTS not specified");
-        in_from = pos + 1;
-        nin = outputs_at - in_from;
-        out_from = outputs_at + 1;
-        /* Seed form: with no BLOB keyword the last argument is the blob. */
-        int outputs_end = blob_at < 0 ? argc - 1 : blob_at;
-        nout = outputs_end - out_from;
-        if (nout <= 0 && blob_at < 0) {
-            return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
-        }
-        chunks_from = blob_at < 0 ? argc - 1 : blob_at + 1;
-    } else {
-        /* 1.2 ignores whatever lies between the options and BLOB. */
-        chunks_from = blob_at < 0 ? argc - 1 : blob_at + 1;
-    }
-    if (chunks_from >= argc) return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
+    StoreArgs a = {0};
+    why = setNamesAndChunks(argv, argc, pos, p.backend, &a);
+    if (why) return replyErr(ctx, why);
     if (!Device_ParseLoose(p.device_str, &p.device, &p.device_id)) {
         return replyErr(ctx, p.backend == RAI_BACKEND_TFLITE ? "ERR Unsupported device"
                                                              : "ERR unsupported device");
     }
-
-    const char **inputs = namesOf(argv + in_from, nin);
-    const char **outputs = namesOf(argv + out_from, nout);
-    p.ninputs = (size_t)nin;
-    p.inputs = inputs;
-    p.noutputs = (size_t)(nout > 0 ? nout : 0);
-    p.outputs = outputs;
-    size_t blob_len;
-    char *blob = joinChunks(argv + chunks_from, argc - chunks_from, &blob_len);
-    int rc = storeModel(ctx, argv[1], &p, blob, blob_len);
-    RedisModule_Free(inputs);
-    RedisModule_Free(outputs);
-    return rc;
+    return storeFromArgs(ctx, argv[1], &p, &a);
 }
 
 /* --------------------------------- MODELGET ------------------------------- */

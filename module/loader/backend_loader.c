@@ -164,6 +164,84 @@ static int checkConfined(const char *real, const char *shown, RAI_Error *err) {
     return 1;
 }
 
+/* Everything up to dlopen (or the host's start) reads the file as data:
+ * nothing of it runs until it has passed every check. The real path is
+ * what is checked and then opened, so a symlink cannot lead the two apart.
+ * Returns 1, or 0 after err. */
+static int checkFile(RAI_BackendKind kind, const char *name, const char *full, const char *real,
+                     BackendFileNote *note, int *manifest, RAI_Error *err) {
+    const RAI_LoadedBackend *named = Backend_FindByName(name);
+    if (named) {
+        Error_SetFmt(err, "a backend named %s is already loaded (from %s); %s would take the "
+                     "same name", name, named->path, full);
+        return 0;
+    }
+    if (Backend_LoadedCount() == RAI_MAX_LOADED_BACKENDS) {
+        Error_SetFmt(err, "%s: cannot load: %d backends are loaded already, the most this "
+                     "server holds", full, RAI_MAX_LOADED_BACKENDS);
+        return 0;
+    }
+    if (rai_config.backends_confined && !checkConfined(real, full, err)) return 0;
+    if (!BackendFile_Inspect(real, full, kind, note, err)) return 0;
+    return BackendManifest_Verify(real, full, manifest, err);
+}
+
+/* dlopen (RTLD_NOW: a missing library or symbol fails here; RTLD_LOCAL:
+ * frameworks never bind to each other's symbols), the entry, our host
+ * table. NULL after err; *handle is what dlopen gave, *entry_ran whether
+ * the backend's code ran (loadBackend's failure path needs both). */
+static const RAI_BackendDescriptor *openInProcess(const char *full, const char *real,
+                                                  void **handle, int *entry_ran,
+                                                  RAI_Error *err) {
+    quietFrameworks();
+    *handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+    if (*handle == NULL) {
+        const char *why = dlerror();
+        if (why == NULL) why = "unknown error";
+        /* dlerror names the file itself unless a library it NEEDs is the
+         * one missing; then name ours too. */
+        if (strstr(why, full)) {
+            Error_SetFmt(err, "dlopen failed: %s", why);
+        } else {
+            Error_SetFmt(err, "%s: dlopen failed: %s", full, why);
+        }
+        return NULL;
+    }
+    RAI_BackendEntryFn entry = (RAI_BackendEntryFn)dlsym(*handle, RAI_BACKEND_ENTRY_SYMBOL);
+    if (entry == NULL) {
+        Error_SetFmt(err, "%s: does not export the entry symbol %s", full,
+                     RAI_BACKEND_ENTRY_SYMBOL);
+        return NULL;
+    }
+    char why[512] = "";
+    *entry_ran = 1;
+    const RAI_BackendDescriptor *d = entry(host_api, why, sizeof(why));
+    if (d == NULL) {
+        Error_SetFmt(err, "%s: backend refused the host: %s", full,
+                     why[0] ? why : "no reason given");
+    }
+    return d;
+}
+
+/* Enters a checked backend in the table and logs its load. */
+static const RAI_LoadedBackend *publish(RedisModuleCtx *ctx, const RAI_LoadedBackend *entry,
+                                        int manifest, double checks_seconds) {
+    size_t at = Backend_LoadedCount();
+    RAI_LoadedBackend *lb = &loaded[at];
+    *lb = *entry;
+    __atomic_store_n(&nloaded, at + 1, __ATOMIC_RELEASE);
+    if (defaults[lb->kind] == NULL) defaults[lb->kind] = lb;
+    const RAI_BackendDescriptor *d = lb->desc;
+    RedisModule_Log(ctx, "notice",
+                    "Loaded %s backend %s from %s%s: %s %s (%s), ABI %u.%u, %s, file checks "
+                    "%.3f ms, %.3f s", Backend_KindName(lb->kind), lb->name, lb->path,
+                    lb->isolated ? " into a backend host" : "", d->framework,
+                    d->framework_version, d->variant, lb->abi_major, lb->abi_minor,
+                    manifest ? "manifest verified" : "no manifest", checks_seconds * 1e3,
+                    lb->load_seconds);
+    return lb;
+}
+
 static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path,
                        int isolated, const RAI_LoadedBackend **out, RAI_Error *err) {
     isolated = isolated || (rai_config.isolate_kinds & (1u << kind));
@@ -183,77 +261,27 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
     void *handle = NULL;
     int entry_ran = 0;
     char *name = NULL;
-
-    /* Everything up to dlopen (or the host's start) reads the file as data:
-     * nothing of it runs until it has passed every check. The real path is
-     * what is checked and then opened, so a symlink cannot lead the two
-     * apart. */
     char real[PATH_MAX];
     if (realpath(full, real) == NULL) {
         Error_SetFmt(err, "%s: cannot open: %s", full, strerror(errno));
         goto fail;
     }
     name = backendName(full, real);
-    const RAI_LoadedBackend *named = Backend_FindByName(name);
-    if (named) {
-        Error_SetFmt(err, "a backend named %s is already loaded (from %s); %s would take the "
-                     "same name", name, named->path, full);
-        goto fail;
-    }
-    if (Backend_LoadedCount() == RAI_MAX_LOADED_BACKENDS) {
-        Error_SetFmt(err, "%s: cannot load: %d backends are loaded already, the most this "
-                     "server holds", full, RAI_MAX_LOADED_BACKENDS);
-        goto fail;
-    }
-    if (rai_config.backends_confined && !checkConfined(real, full, err)) goto fail;
     BackendFileNote note;
-    if (!BackendFile_Inspect(real, full, kind, &note, err)) goto fail;
     int manifest = 0;
-    if (!BackendManifest_Verify(real, full, &manifest, err)) goto fail;
+    if (!checkFile(kind, name, full, real, &note, &manifest, err)) goto fail;
     double checks_seconds = nowSeconds() - start;
 
-    const RAI_BackendDescriptor *d;
-    if (isolated) {
-        /* The host runs the file; the proxy's descriptor stands for it. */
-        d = Iso_Load(ctx, kind, name, real, full, err);
-        if (d == NULL) goto fail;
-    } else {
-        quietFrameworks();
-        handle = dlopen(real, RTLD_NOW | RTLD_LOCAL);
-        if (handle == NULL) {
-            const char *why = dlerror();
-            if (why == NULL) why = "unknown error";
-            /* dlerror names the file itself unless a library it NEEDs is
-             * the one missing; then name ours too. */
-            if (strstr(why, full)) {
-                Error_SetFmt(err, "dlopen failed: %s", why);
-            } else {
-                Error_SetFmt(err, "%s: dlopen failed: %s", full, why);
-            }
-            goto fail;
-        }
-        RAI_BackendEntryFn entry = (RAI_BackendEntryFn)dlsym(handle, RAI_BACKEND_ENTRY_SYMBOL);
-        if (entry == NULL) {
-            Error_SetFmt(err, "%s: does not export the entry symbol %s", full,
-                         RAI_BACKEND_ENTRY_SYMBOL);
-            goto fail;
-        }
-        char why[512] = "";
-        entry_ran = 1;
-        d = entry(host_api, why, sizeof(why));
-        if (d == NULL) {
-            Error_SetFmt(err, "%s: backend refused the host: %s", full,
-                         why[0] ? why : "no reason given");
-            goto fail;
-        }
-    }
+    /* An isolated backend's file runs in its host; the proxy's descriptor
+     * stands for it. */
+    const RAI_BackendDescriptor *d =
+        isolated ? Iso_Load(ctx, kind, name, real, full, err)
+                 : openInProcess(full, real, &handle, &entry_ran, err);
+    if (d == NULL) goto fail;
     /* A second line behind the note: what the code (or the host, for the
      * proxy's descriptor) says must agree. */
     if (!Backend_CheckDescriptor(d, kind, full, err)) goto fail;
-
-    size_t at = Backend_LoadedCount();
-    RAI_LoadedBackend *lb = &loaded[at];
-    *lb = (RAI_LoadedBackend){
+    const RAI_LoadedBackend *lb = publish(ctx, &(RAI_LoadedBackend){
         .desc = d,
         .kind = kind,
         .name = name,
@@ -264,17 +292,8 @@ static int loadBackend(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *pa
         .loaded_at = (long long)time(NULL),
         .abi_major = note.abi_major,
         .abi_minor = note.abi_minor,
-    };
-    __atomic_store_n(&nloaded, at + 1, __ATOMIC_RELEASE);
-    if (defaults[kind] == NULL) defaults[kind] = lb;
+    }, manifest, checks_seconds);
     if (out) *out = lb;
-    RedisModule_Log(ctx, "notice",
-                    "Loaded %s backend %s from %s%s: %s %s (%s), ABI %u.%u, %s, file checks "
-                    "%.3f ms, %.3f s", Backend_KindName(kind), name, full,
-                    isolated ? " into a backend host" : "", d->framework, d->framework_version,
-                    d->variant, note.abi_major, note.abi_minor,
-                    manifest ? "manifest verified" : "no manifest", checks_seconds * 1e3,
-                    lb->load_seconds);
     return REDISMODULE_OK;
 
 fail:
