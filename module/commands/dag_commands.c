@@ -111,95 +111,112 @@ static int checkKey(RedisModuleCtx *ctx, RAI_Dag *dag, RedisModuleString *key, i
 
 /* ------------------------------- operations ------------------------------- */
 
+static int parseTensorSet(RAI_Dag *dag, Names *names, RedisModuleString **argv, int argc,
+                          RAI_Error *err) {
+    if (argc < 4) {
+        Error_Set(err, "wrong number of arguments for 'AI.TENSORSET' command");
+        return REDISMODULE_ERR;
+    }
+    RAI_Tensor *t = TensorSet_Parse(argv + 2, argc - 2, 0, err);
+    if (t == NULL) return REDISMODULE_ERR;
+    RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_TENSORSET);
+    op->noutputs = 1;
+    op->outputs = RedisModule_Alloc(sizeof(size_t));
+    op->outputs[0] = Dag_AddSlot(dag, t);
+    nameSet(names, argv[1], op->outputs[0]);
+    return REDISMODULE_OK;
+}
+
+static int parseTensorGet(RAI_Dag *dag, Names *names, RedisModuleString **argv, int argc,
+                          RAI_Error *err) {
+    if (argc < 2 || argc > 4) {
+        Error_Set(err, "wrong number of arguments for 'AI.TENSORGET' command");
+        return REDISMODULE_ERR;
+    }
+    int fmt = TensorGet_ParseFormat(argv + 2, argc - 2, err);
+    if (fmt < 0) return REDISMODULE_ERR;
+    RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_TENSORGET);
+    op->fmt = fmt;
+    return bindOp(dag, op, names, argv + 1, 1, NULL, 0, err);
+}
+
+/* An execution op's spelling must match the DAG command's: the deprecated
+ * AI.MODELRUN / AI.SCRIPTRUN only in AI.DAGRUN(_RO), the current ones only
+ * in AI.DAGEXECUTE(_RO); the LLAPI takes both, as 1.2's did. `what` is
+ * "MODEL" or "SCRIPT". */
+static int checkSpelling(DagFlavor flavor, int is_run, const char *what, RAI_Error *err) {
+    int deprecated = flavor == DAG_RUN || flavor == DAG_RUN_RO;
+    if (flavor == DAG_LLAPI) return REDISMODULE_OK;
+    if (is_run && !deprecated) {
+        Error_SetFmt(err, "Deprecated AI.%sRUN cannot be used in AI.DAGEXECUTE command", what);
+        return REDISMODULE_ERR;
+    }
+    if (!is_run && deprecated) {
+        Error_SetFmt(err, "AI.%sEXECUTE cannot be used in a deprecated AI.DAGRUN command", what);
+        return REDISMODULE_ERR;
+    }
+    return REDISMODULE_OK;
+}
+
+static int parseModelOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *names,
+                        RedisModuleString **argv, int argc, RAI_Error *err) {
+    int is_run = Args_TokenIs(argv[0], "AI.MODELRUN");
+    if (checkSpelling(flavor, is_run, "MODEL", err) != REDISMODULE_OK) return REDISMODULE_ERR;
+    if (argc >= 2 && checkKey(ctx, dag, argv[1], 0, err) != REDISMODULE_OK) {
+        return REDISMODULE_ERR;
+    }
+    ExecuteArgs a;
+    int rc = is_run ? ModelRun_Parse(ctx, argv, argc, 1, &a, err)
+                    : ModelExecute_Parse(ctx, argv, argc, 1, &a, err);
+    if (rc != REDISMODULE_OK) return REDISMODULE_ERR;
+    RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_MODEL);
+    op->model = a.model;
+    op->queue = a.model->queue;
+    Dag_SetOpKey(op, argv[1]);
+    return bindOp(dag, op, names, a.inputs, (size_t)a.ninputs, a.outputs, (size_t)a.noutputs,
+                  err);
+}
+
+static int parseScriptOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *names,
+                         RedisModuleString **argv, int argc, RAI_Error *err) {
+    int is_run = Args_TokenIs(argv[0], "AI.SCRIPTRUN");
+    if (checkSpelling(flavor, is_run, "SCRIPT", err) != REDISMODULE_OK) return REDISMODULE_ERR;
+    if (!is_run && flavor == DAG_EXECUTE_RO) {
+        Error_Set(err, "ERR AI.SCRIPTEXECUTE command cannot be specified in a read-only DAG");
+        return REDISMODULE_ERR;
+    }
+    if (argc >= 2 && checkKey(ctx, dag, argv[1], 0, err) != REDISMODULE_OK) {
+        return REDISMODULE_ERR;
+    }
+    ScriptArgs a;
+    int rc = is_run ? ScriptRun_Parse(ctx, argv, argc, 1, &a, err)
+                    : ScriptExecute_Parse(ctx, argv, argc, 1, &a, err);
+    if (rc != REDISMODULE_OK) return REDISMODULE_ERR;
+    RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_SCRIPT);
+    op->script = a.script;
+    a.script = NULL;
+    op->queue = op->script->queue;
+    Dag_SetOpKey(op, argv[1]);
+    op->function = RedisModule_Strdup(RedisModule_StringPtrLen(a.function, NULL));
+    op->entry_point = Script_IsEntryPoint(op->script, op->function);
+    Dag_CopyStrings(&op->keys, a.keys.argv, (size_t)a.keys.n);
+    Dag_CopyStrings(&op->args, a.args.argv, (size_t)a.args.n);
+    rc = bindOp(dag, op, names, a.inputs.argv, (size_t)a.inputs.n, a.outputs.argv,
+                (size_t)a.outputs.n, err);
+    ScriptArgs_Clear(&a);
+    return rc;
+}
+
 static int parseOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Names *names,
                    RedisModuleString **argv, int argc, RAI_Error *err) {
     RedisModuleString *name = argv[0];
-    int deprecated = flavor == DAG_RUN || flavor == DAG_RUN_RO;
-    int any = flavor == DAG_LLAPI; /* both spellings, as 1.2's LLAPI */
-
-    if (Args_TokenIs(name, "AI.TENSORSET")) {
-        if (argc < 4) {
-            Error_Set(err, "wrong number of arguments for 'AI.TENSORSET' command");
-            return REDISMODULE_ERR;
-        }
-        RAI_Tensor *t = TensorSet_Parse(argv + 2, argc - 2, 0, err);
-        if (t == NULL) return REDISMODULE_ERR;
-        RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_TENSORSET);
-        op->noutputs = 1;
-        op->outputs = RedisModule_Alloc(sizeof(size_t));
-        op->outputs[0] = Dag_AddSlot(dag, t);
-        nameSet(names, argv[1], op->outputs[0]);
-        return REDISMODULE_OK;
-    }
-    if (Args_TokenIs(name, "AI.TENSORGET")) {
-        if (argc < 2 || argc > 4) {
-            Error_Set(err, "wrong number of arguments for 'AI.TENSORGET' command");
-            return REDISMODULE_ERR;
-        }
-        int fmt = TensorGet_ParseFormat(argv + 2, argc - 2, err);
-        if (fmt < 0) return REDISMODULE_ERR;
-        RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_TENSORGET);
-        op->fmt = fmt;
-        return bindOp(dag, op, names, argv + 1, 1, NULL, 0, err);
-    }
+    if (Args_TokenIs(name, "AI.TENSORSET")) return parseTensorSet(dag, names, argv, argc, err);
+    if (Args_TokenIs(name, "AI.TENSORGET")) return parseTensorGet(dag, names, argv, argc, err);
     if (Args_TokenIs(name, "AI.MODELEXECUTE") || Args_TokenIs(name, "AI.MODELRUN")) {
-        int is_run = Args_TokenIs(name, "AI.MODELRUN");
-        if (!any && is_run && !deprecated) {
-            Error_Set(err, "Deprecated AI.MODELRUN cannot be used in AI.DAGEXECUTE command");
-            return REDISMODULE_ERR;
-        }
-        if (!any && !is_run && deprecated) {
-            Error_Set(err, "AI.MODELEXECUTE cannot be used in a deprecated AI.DAGRUN command");
-            return REDISMODULE_ERR;
-        }
-        if (argc >= 2 && checkKey(ctx, dag, argv[1], 0, err) != REDISMODULE_OK) {
-            return REDISMODULE_ERR;
-        }
-        ExecuteArgs a;
-        int rc = is_run ? ModelRun_Parse(ctx, argv, argc, 1, &a, err)
-                        : ModelExecute_Parse(ctx, argv, argc, 1, &a, err);
-        if (rc != REDISMODULE_OK) return REDISMODULE_ERR;
-        RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_MODEL);
-        op->model = a.model;
-        op->queue = a.model->queue;
-        Dag_SetOpKey(op, argv[1]);
-        return bindOp(dag, op, names, a.inputs, (size_t)a.ninputs, a.outputs, (size_t)a.noutputs,
-                      err);
+        return parseModelOp(ctx, flavor, dag, names, argv, argc, err);
     }
     if (Args_TokenIs(name, "AI.SCRIPTEXECUTE") || Args_TokenIs(name, "AI.SCRIPTRUN")) {
-        int is_run = Args_TokenIs(name, "AI.SCRIPTRUN");
-        if (!any && is_run && !deprecated) {
-            Error_Set(err, "Deprecated AI.SCRIPTRUN cannot be used in AI.DAGEXECUTE command");
-            return REDISMODULE_ERR;
-        }
-        if (!any && !is_run && deprecated) {
-            Error_Set(err, "AI.SCRIPTEXECUTE cannot be used in a deprecated AI.DAGRUN command");
-            return REDISMODULE_ERR;
-        }
-        if (!is_run && flavor == DAG_EXECUTE_RO) {
-            Error_Set(err, "ERR AI.SCRIPTEXECUTE command cannot be specified in a read-only DAG");
-            return REDISMODULE_ERR;
-        }
-        if (argc >= 2 && checkKey(ctx, dag, argv[1], 0, err) != REDISMODULE_OK) {
-            return REDISMODULE_ERR;
-        }
-        ScriptArgs a;
-        int rc = is_run ? ScriptRun_Parse(ctx, argv, argc, 1, &a, err)
-                        : ScriptExecute_Parse(ctx, argv, argc, 1, &a, err);
-        if (rc != REDISMODULE_OK) return REDISMODULE_ERR;
-        RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_SCRIPT);
-        op->script = a.script;
-        a.script = NULL;
-        op->queue = op->script->queue;
-        Dag_SetOpKey(op, argv[1]);
-        op->function = RedisModule_Strdup(RedisModule_StringPtrLen(a.function, NULL));
-        op->entry_point = Script_IsEntryPoint(op->script, op->function);
-        Dag_CopyStrings(&op->keys, a.keys.argv, (size_t)a.keys.n);
-        Dag_CopyStrings(&op->args, a.args.argv, (size_t)a.args.n);
-        rc = bindOp(dag, op, names, a.inputs.argv, (size_t)a.inputs.n, a.outputs.argv,
-                    (size_t)a.outputs.n, err);
-        ScriptArgs_Clear(&a);
-        return rc;
+        return parseScriptOp(ctx, flavor, dag, names, argv, argc, err);
     }
     Error_Set(err, "Unsupported command within DAG");
     return REDISMODULE_ERR;

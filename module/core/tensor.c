@@ -87,6 +87,15 @@ size_t Tensor_ShapeLength(const int64_t *dims, int ndims) {
     return n;
 }
 
+int Tensor_CheckedLength(const int64_t *dims, int ndims, size_t *n) {
+    size_t len = 1;
+    for (int i = 0; i < ndims; i++) {
+        if (dims[i] < 0 || __builtin_mul_overflow(len, (size_t)dims[i], &len)) return 0;
+    }
+    *n = len;
+    return 1;
+}
+
 /* ------------------------------- construction ----------------------------- */
 
 static RAI_Tensor *newShell(RAI_DType dt, const int64_t *dims, int ndims) {

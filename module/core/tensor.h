@@ -51,6 +51,9 @@ int DType_ParseInternal(const char *s, size_t len, RAI_DType *out);
 
 /* Product of dims (1 for a 0-d tensor). */
 size_t Tensor_ShapeLength(const int64_t *dims, int ndims);
+/* The same for dims from outside (an isolated backend's host): 0 when a dim
+ * is negative or the product overflows, else 1 with the length in *n. */
+int Tensor_CheckedLength(const int64_t *dims, int ndims, size_t *n);
 
 /* Uninitialised data (or zero-filled when zero != 0). Not for STRING. */
 RAI_Tensor *Tensor_New(RAI_DType dt, const int64_t *dims, int ndims, int zero);

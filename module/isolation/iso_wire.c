@@ -287,6 +287,82 @@ static int malformed(IsoMsg *m, char *why, size_t whylen, const char *fmt, ...) 
     return -2;
 }
 
+/* Takes every descriptor that came into m->fds first, so that each one is
+ * closed on any failure later (IsoMsg_Free); those past ISO_MAX_FDS are
+ * closed here. 0, 1 (a control message that is not SCM_RIGHTS) or 2 (too
+ * many descriptors). */
+static int takeFds(struct msghdr *mh, IsoMsg *m) {
+    int got = 0, bad_cmsg = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+            bad_cmsg = 1;
+            continue;
+        }
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        int *p = (int *)CMSG_DATA(c);
+        for (size_t i = 0; i < k; i++) {
+            if (got < ISO_MAX_FDS) {
+                m->fds[got++] = p[i];
+            } else {
+                close(p[i]);
+                bad_cmsg = 2;
+            }
+        }
+    }
+    m->nfds = got;
+    return bad_cmsg;
+}
+
+/* The header of a datagram of n bytes: 1 when it describes what came, else
+ * malformed()'s -2. */
+static int checkHeader(IsoMsg *m, ssize_t n, char *why, size_t whylen) {
+    if ((size_t)n < sizeof(IsoHeader))
+        return malformed(m, why, whylen, "datagram of %zd bytes is shorter than a header", n);
+    memcpy(&m->h, m->buf, sizeof(IsoHeader));
+    const IsoHeader *h = &m->h;
+    if (h->magic != ISO_MAGIC) return malformed(m, why, whylen, "bad magic 0x%08x", h->magic);
+    if (h->type == 0 || h->type > ISO_MSG_TYPE_MAX)
+        return malformed(m, why, whylen, "unknown message type %u", h->type);
+    if (h->flags & ~ISO_F_BULK)
+        return malformed(m, why, whylen, "unknown flags 0x%x", h->flags);
+    if (h->inline_len != (size_t)n - sizeof(IsoHeader))
+        return malformed(m, why, whylen, "header says %u payload bytes, datagram has %zu",
+                         h->inline_len, (size_t)n - sizeof(IsoHeader));
+    if (h->nfds != (uint32_t)m->nfds)
+        return malformed(m, why, whylen, "header says %u descriptors, %d came", h->nfds,
+                         m->nfds);
+    return 1;
+}
+
+/* A bulk message's payload: the sealed memfd of its first descriptor,
+ * mapped, that descriptor closed. 1, -1 with errno, or malformed()'s -2. */
+static int mapBulk(IsoMsg *m, char *why, size_t whylen) {
+    const IsoHeader *h = &m->h;
+    if (h->inline_len != 0 || m->nfds < 1 || h->bulk_len > ISO_BULK_MAX)
+        return malformed(m, why, whylen, "bad bulk message (inline %u, fds %d, bulk %llu)",
+                         h->inline_len, m->nfds, (unsigned long long)h->bulk_len);
+    size_t size;
+    char swhy[160];
+    if (!IsoShm_Check(m->fds[0], F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW, (size_t)h->bulk_len, 0,
+                      &size, swhy, sizeof(swhy)))
+        return malformed(m, why, whylen, "bulk payload: %s", swhy);
+    m->bulk_map_len = (size_t)h->bulk_len;
+    m->bulk_map = IsoShm_Map(m->fds[0], m->bulk_map_len, 0);
+    if (m->bulk_map == NULL) {
+        int e = errno;
+        IsoMsg_Free(m);
+        errno = e;
+        return -1;
+    }
+    close(m->fds[0]);
+    memmove(m->fds, m->fds + 1, sizeof(int) * (ISO_MAX_FDS - 1));
+    m->fds[ISO_MAX_FDS - 1] = -1;
+    m->nfds--;
+    m->payload = m->bulk_map;
+    m->payload_len = m->bulk_map_len;
+    return 1;
+}
+
 int Iso_Recv(int sock, IsoMsg *m, char *why, size_t whylen) {
     *m = (IsoMsg){.nfds = 0};
     for (int i = 0; i < ISO_MAX_FDS; i++) m->fds[i] = -1;
@@ -311,27 +387,8 @@ int Iso_Recv(int sock, IsoMsg *m, char *why, size_t whylen) {
         errno = e;
         return -1;
     }
-    /* Collect every descriptor first, so that each one is closed on any
-     * failure below (IsoMsg_Free). */
-    int got = 0, bad_cmsg = 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-            bad_cmsg = 1;
-            continue;
-        }
-        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        int *p = (int *)CMSG_DATA(c);
-        for (size_t i = 0; i < k; i++) {
-            if (got < ISO_MAX_FDS) {
-                m->fds[got++] = p[i];
-            } else {
-                close(p[i]);
-                bad_cmsg = 2;
-            }
-        }
-    }
-    m->nfds = got;
-    if (n == 0 && got == 0) {
+    int bad_cmsg = takeFds(&mh, m);
+    if (n == 0 && m->nfds == 0) {
         IsoMsg_Free(m);
         return 0;
     }
@@ -339,48 +396,12 @@ int Iso_Recv(int sock, IsoMsg *m, char *why, size_t whylen) {
         return malformed(m, why, whylen, "datagram or its descriptors truncated");
     if (bad_cmsg == 1) return malformed(m, why, whylen, "unexpected control message");
     if (bad_cmsg == 2) return malformed(m, why, whylen, "more than %d descriptors", ISO_MAX_FDS);
-    if ((size_t)n < sizeof(IsoHeader))
-        return malformed(m, why, whylen, "datagram of %zd bytes is shorter than a header", n);
-    memcpy(&m->h, m->buf, sizeof(IsoHeader));
-    const IsoHeader *h = &m->h;
-    if (h->magic != ISO_MAGIC) return malformed(m, why, whylen, "bad magic 0x%08x", h->magic);
-    if (h->type == 0 || h->type > ISO_MSG_TYPE_MAX)
-        return malformed(m, why, whylen, "unknown message type %u", h->type);
-    if (h->flags & ~ISO_F_BULK)
-        return malformed(m, why, whylen, "unknown flags 0x%x", h->flags);
-    if (h->inline_len != (size_t)n - sizeof(IsoHeader))
-        return malformed(m, why, whylen, "header says %u payload bytes, datagram has %zu",
-                         h->inline_len, (size_t)n - sizeof(IsoHeader));
-    if (h->nfds != (uint32_t)got)
-        return malformed(m, why, whylen, "header says %u descriptors, %d came", h->nfds, got);
-    if (!(h->flags & ISO_F_BULK)) {
-        if (h->bulk_len != 0) return malformed(m, why, whylen, "bulk length without bulk flag");
-        m->payload = m->buf + sizeof(IsoHeader);
-        m->payload_len = h->inline_len;
-        return 1;
-    }
-    if (h->inline_len != 0 || got < 1 || h->bulk_len > ISO_BULK_MAX)
-        return malformed(m, why, whylen, "bad bulk message (inline %u, fds %d, bulk %llu)",
-                         h->inline_len, got, (unsigned long long)h->bulk_len);
-    size_t size;
-    char swhy[160];
-    if (!IsoShm_Check(m->fds[0], F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW, (size_t)h->bulk_len, 0,
-                      &size, swhy, sizeof(swhy)))
-        return malformed(m, why, whylen, "bulk payload: %s", swhy);
-    m->bulk_map_len = (size_t)h->bulk_len;
-    m->bulk_map = IsoShm_Map(m->fds[0], m->bulk_map_len, 0);
-    if (m->bulk_map == NULL) {
-        int e = errno;
-        IsoMsg_Free(m);
-        errno = e;
-        return -1;
-    }
-    close(m->fds[0]);
-    memmove(m->fds, m->fds + 1, sizeof(int) * (ISO_MAX_FDS - 1));
-    m->fds[ISO_MAX_FDS - 1] = -1;
-    m->nfds--;
-    m->payload = m->bulk_map;
-    m->payload_len = m->bulk_map_len;
+    int rc = checkHeader(m, n, why, whylen);
+    if (rc != 1) return rc;
+    if (m->h.flags & ISO_F_BULK) return mapBulk(m, why, whylen);
+    if (m->h.bulk_len != 0) return malformed(m, why, whylen, "bulk length without bulk flag");
+    m->payload = m->buf + sizeof(IsoHeader);
+    m->payload_len = m->h.inline_len;
     return 1;
 }
 

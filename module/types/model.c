@@ -46,22 +46,45 @@ static const RAI_BackendDescriptor *namedBackend(RedisModuleCtx *ctx, const RAI_
     return be;
 }
 
+/* The backend the model is built on: the named one (or, where allowed, the
+ * kind's default), else the kind's default, loaded if needed. NULL after err. */
+static const RAI_BackendDescriptor *pickBackend(RedisModuleCtx *ctx, const RAI_ModelParams *p,
+                                                int *fallback, RAI_Error *err) {
+    if (p->backend_name) return namedBackend(ctx, p, fallback, err);
+    const RAI_BackendDescriptor *be = Backend_Get(ctx, p->backend);
+    if (be == NULL && p->backend == RAI_BACKEND_TFLITE) {
+        Error_Set(err, "ERR Could not load backend: TFLITE" RAI_TFLITE_UNAVAILABLE);
+    } else if (be == NULL) {
+        Error_Set(err, "ERR Could not load backend");
+    }
+    return be;
+}
+
+/* Names the backend found in the model replace the user's (taken over);
+ * else the model keeps copies of the user's. */
+static void takeNames(RAI_Model *m, const RAI_ModelParams *p, const RAI_ModelNames *found) {
+    if (found->inputs) {
+        m->ninputs = found->ninputs;
+        m->inputs = found->inputs;
+    } else {
+        m->ninputs = p->ninputs;
+        m->inputs = Stored_CopyNames(p->ninputs, p->inputs);
+    }
+    if (found->outputs) {
+        m->noutputs = found->noutputs;
+        m->outputs = found->outputs;
+    } else {
+        m->noutputs = p->noutputs;
+        m->outputs = Stored_CopyNames(p->noutputs, p->outputs);
+    }
+}
+
 RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blob,
                         size_t blob_len, RAI_Error *err) {
     int fallback = 0;
-    const RAI_BackendDescriptor *be = p->backend_name ? namedBackend(ctx, p, &fallback, err)
-                                                      : Backend_Get(ctx, p->backend);
-    if (be == NULL && p->backend_name) {
-        RedisModule_Free(blob);
-        return NULL;
-    }
+    const RAI_BackendDescriptor *be = pickBackend(ctx, p, &fallback, err);
     if (be == NULL) {
         RedisModule_Free(blob);
-        if (p->backend == RAI_BACKEND_TFLITE) {
-            Error_Set(err, "ERR Could not load backend: TFLITE" RAI_TFLITE_UNAVAILABLE);
-        } else {
-            Error_Set(err, "ERR Could not load backend");
-        }
         return NULL;
     }
     RAI_ModelSpec spec = {
@@ -80,18 +103,12 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
     };
     RAI_ModelNames names = {0};
     void *handle = be->model_create(&spec, &names, err);
-    if (handle == NULL) {
-        Error_Set(err, "ERR backend could not create the model");
-        Stored_FreeNames(names.ninputs, names.inputs);
-        Stored_FreeNames(names.noutputs, names.outputs);
-        RedisModule_Free(blob);
-        return NULL;
-    }
+    if (handle == NULL) Error_Set(err, "ERR backend could not create the model");
     /* The queue only once the backend took the model (as 1.2): a store refused
      * by the backend (e.g. GPU without CUDA) must leave no queue behind. */
-    struct RAI_RunQueue *queue = Stored_QueueFor(p->device_str, err);
+    struct RAI_RunQueue *queue = handle ? Stored_QueueFor(p->device_str, err) : NULL;
     if (queue == NULL) {
-        be->model_free(handle);
+        if (handle) be->model_free(handle);
         Stored_FreeNames(names.ninputs, names.inputs);
         Stored_FreeNames(names.noutputs, names.outputs);
         RedisModule_Free(blob);
@@ -121,20 +138,7 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
     };
     if (fallback) __atomic_add_fetch(&fallback_models, 1, __ATOMIC_RELAXED);
     Backend_CountUse(m->be, 0, +1);
-    if (names.inputs) {
-        m->ninputs = names.ninputs;
-        m->inputs = names.inputs;
-    } else {
-        m->ninputs = p->ninputs;
-        m->inputs = Stored_CopyNames(p->ninputs, p->inputs);
-    }
-    if (names.outputs) {
-        m->noutputs = names.noutputs;
-        m->outputs = names.outputs;
-    } else {
-        m->noutputs = p->noutputs;
-        m->outputs = Stored_CopyNames(p->noutputs, p->outputs);
-    }
+    takeNames(m, p, &names);
     return m;
 }
 

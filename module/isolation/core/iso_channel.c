@@ -307,36 +307,50 @@ static void unmapRegions(Regions *r) {
 /* One tensor from the host, copied into the core's memory after its
  * descriptor was checked against its region. NULL with why on anything
  * malformed (a protocol error). */
-static RAI_Tensor *tensorIn(IsoChan *c, IsoMsg *m, Regions *rg, const IsoTensorDesc *d,
-                            char *why, size_t wl) {
+/* What a descriptor says must hold together before anything is read: a
+ * dtype we store, dims whose product does not overflow, and (but for
+ * STRING, whose bytes hold its offsets too) exactly that many elements'
+ * bytes. 1 with *n the element count, or 0 with why. */
+static int checkDesc(const IsoTensorDesc *d, size_t *n, char *why, size_t wl) {
     if (!dtypeOk(d->code, d->bits)) {
         snprintf(why, wl, "tensor of dtype (%u, %u)", d->code, d->bits);
-        return NULL;
+        return 0;
     }
     for (uint32_t i = 0; i < d->ndims; i++) {
         if (d->dims[i] < 0) {
             snprintf(why, wl, "negative dimension");
-            return NULL;
+            return 0;
         }
     }
-    size_t n = Tensor_ShapeLength(d->dims, (int)d->ndims);
-    RAI_DType dt = {.code = d->code, .bits = d->bits};
-    int is_string = d->code == RAI_DTYPE_STRING;
-    if (!is_string) {
-        size_t esz = d->bits / 8;
-        if (n > 0 && (n > SIZE_MAX / esz || n * esz != d->nbytes)) {
-            snprintf(why, wl, "tensor dims give another size than its %llu bytes",
-                     (unsigned long long)d->nbytes);
-            return NULL;
-        }
-        if (n == 0 && d->nbytes != 0) {
-            snprintf(why, wl, "empty tensor with %llu bytes", (unsigned long long)d->nbytes);
-            return NULL;
-        }
-    } else if (n > d->nbytes / sizeof(uint64_t)) {
-        snprintf(why, wl, "STRING tensor shorter than its offsets");
-        return NULL;
+    if (!Tensor_CheckedLength(d->dims, (int)d->ndims, n)) {
+        snprintf(why, wl, "tensor dims whose product overflows");
+        return 0;
     }
+    if (d->code == RAI_DTYPE_STRING) {
+        if (*n > d->nbytes / sizeof(uint64_t)) {
+            snprintf(why, wl, "STRING tensor shorter than its offsets");
+            return 0;
+        }
+        return 1;
+    }
+    size_t esz = d->bits / 8;
+    if (*n > 0 && (*n > SIZE_MAX / esz || *n * esz != d->nbytes)) {
+        snprintf(why, wl, "tensor dims give another size than its %llu bytes",
+                 (unsigned long long)d->nbytes);
+        return 0;
+    }
+    if (*n == 0 && d->nbytes != 0) {
+        snprintf(why, wl, "empty tensor with %llu bytes", (unsigned long long)d->nbytes);
+        return 0;
+    }
+    return 1;
+}
+
+/* Where a tensor's bytes lie: the channel's h2c arena (region 0) or a
+ * sealed region sent with the message, mapped once per message. The bytes
+ * [offset, +nbytes) must lie inside it, aligned. The start, or NULL with why. */
+static const unsigned char *bytesOf(IsoChan *c, IsoMsg *m, Regions *rg, const IsoTensorDesc *d,
+                                    char *why, size_t wl) {
     const unsigned char *base;
     size_t len;
     if (d->region == 0) {
@@ -368,14 +382,14 @@ static RAI_Tensor *tensorIn(IsoChan *c, IsoMsg *m, Regions *rg, const IsoTensorD
                  (unsigned long long)d->offset, (unsigned long long)d->nbytes, len);
         return NULL;
     }
-    const unsigned char *src = base + d->offset;
-    if (!is_string) {
-        RAI_Tensor *t = Tensor_New(dt, d->dims, (int)d->ndims, 0);
-        if (t && d->nbytes) memcpy(Iso_Api()->tensor_data(t), src, d->nbytes);
-        if (t == NULL) snprintf(why, wl, "out of memory");
-        return t;
-    }
-    /* STRING: copy, then check the copy (the host cannot change it after). */
+    return base + d->offset;
+}
+
+/* A STRING tensor of n elements from src: copied, then the copy checked
+ * (the host cannot change it after): its elements must be where its
+ * offsets say. NULL with why. */
+static RAI_Tensor *stringsIn(const IsoTensorDesc *d, size_t n, const unsigned char *src,
+                             char *why, size_t wl) {
     size_t head = n * sizeof(uint64_t), body = d->nbytes - head;
     if (n == 0) {
         if (d->nbytes == 0) return Tensor_NewStrings(d->dims, (int)d->ndims, NULL, NULL);
@@ -396,7 +410,22 @@ static RAI_Tensor *tensorIn(IsoChan *c, IsoMsg *m, Regions *rg, const IsoTensorD
         snprintf(why, wl, "STRING tensor whose offsets are not its elements");
         return NULL;
     }
+    RAI_DType dt = {.code = d->code, .bits = d->bits};
     return Tensor_NewOwned(dt, d->dims, (int)d->ndims, data, body, offsets);
+}
+
+static RAI_Tensor *tensorIn(IsoChan *c, IsoMsg *m, Regions *rg, const IsoTensorDesc *d,
+                            char *why, size_t wl) {
+    size_t n;
+    if (!checkDesc(d, &n, why, wl)) return NULL;
+    const unsigned char *src = bytesOf(c, m, rg, d, why, wl);
+    if (src == NULL) return NULL;
+    if (d->code == RAI_DTYPE_STRING) return stringsIn(d, n, src, why, wl);
+    RAI_DType dt = {.code = d->code, .bits = d->bits};
+    RAI_Tensor *t = Tensor_New(dt, d->dims, (int)d->ndims, 0);
+    if (t && d->nbytes) memcpy(Iso_Api()->tensor_data(t), src, d->nbytes);
+    if (t == NULL) snprintf(why, wl, "out of memory");
+    return t;
 }
 
 /* Decodes `u32 n + n descriptors` and copies each tensor in. 1, or 0 with why. */
@@ -568,6 +597,57 @@ static long long runTimeoutMs(IsoSlot *s) {
 
 /* Sends the encoded request and serves the channel until its reply.
  * 0 with outputs, or -1 after err. */
+typedef enum ChanOutcome {
+    CHAN_MORE, /* a callback served: keep waiting */
+    CHAN_DONE, /* the request's answer: RUN_OK (*result 0) or ERROR (err) */
+    CHAN_BAD,  /* a protocol error (why): the host is killed */
+} ChanOutcome;
+
+/* One message on the channel while request id is outstanding. A host's
+ * callback is served here, on the run's own thread, and the time it takes
+ * does not count toward the run's deadline. */
+static ChanOutcome onChannelMsg(IsoChan *c, IsoMsg *m, uint64_t id, uint32_t nout,
+                                RAI_Tensor **outputs, int *result, long long *deadline,
+                                RAI_Error *err, char *why, size_t wl) {
+    long long paused = Iso_NowMs();
+    if (m->h.type == ISO_MSG_CB_REDIS_CALL && (m->h.id & ISO_HOST_ID_BIT)) {
+        int ok = serveRedisCall(c, m, why, wl);
+        *deadline += Iso_NowMs() - paused;
+        return ok ? CHAN_MORE : CHAN_BAD;
+    }
+    if (m->h.type == ISO_MSG_CB_MODEL_EXECUTE && (m->h.id & ISO_HOST_ID_BIT)) {
+        int ok = serveModelExecute(c, m, why, wl);
+        *deadline += Iso_NowMs() - paused;
+        return ok ? CHAN_MORE : CHAN_BAD;
+    }
+    if (m->h.id != id) {
+        snprintf(why, wl, "%s for request %llu while %llu is outstanding",
+                 Iso_MsgTypeName(m->h.type), (unsigned long long)m->h.id, (unsigned long long)id);
+        return CHAN_BAD;
+    }
+    if (m->h.type == ISO_MSG_ERROR) {
+        Iso_ErrorText(m, err);
+        return CHAN_DONE;
+    }
+    if (m->h.type != ISO_MSG_RUN_OK) {
+        snprintf(why, wl, "%s on a channel", Iso_MsgTypeName(m->h.type));
+        return CHAN_BAD;
+    }
+    IsoReader r;
+    IsoReader_Init(&r, m->payload, m->payload_len);
+    RAI_Tensor **outs = NULL;
+    uint32_t n = 0;
+    if (!tensorsIn(c, m, &r, nout, &outs, &n, why, wl) || !IsoReader_Done(&r)) {
+        if (outs) releaseAll(outs, n);
+        if (why[0] == '\0') snprintf(why, wl, "RUN_OK: %s", r.why);
+        return CHAN_BAD;
+    }
+    memcpy(outputs, outs, sizeof(*outs) * n);
+    free(outs);
+    *result = 0;
+    return CHAN_DONE;
+}
+
 static int exchange(IsoChan *c, uint64_t gen, const char *key, uint16_t type, IsoBuf *b,
                     int region, uint32_t nout, RAI_Tensor **outputs, RAI_Error *err) {
     IsoSlot *s = c->slot;
@@ -593,55 +673,18 @@ static int exchange(IsoChan *c, uint64_t gen, const char *key, uint16_t type, Is
         }
         IsoMsg m;
         int rc = Iso_Recv(c->sock, &m, why, sizeof(why));
+        ChanOutcome o = CHAN_BAD;
         if (rc == 0 || rc == -1) {
             died = 1;
             break;
         }
-        if (rc == -2) {
-            char reason[400];
-            snprintf(reason, sizeof(reason), "killed: protocol error: %s", why);
-            IsoControl_KillWithReason(s, gen, reason, "killed_protocol");
-            died = 1;
-            break;
-        }
-        int bad = 0;
-        long long paused = Iso_NowMs();
-        if (m.h.type == ISO_MSG_CB_REDIS_CALL && (m.h.id & ISO_HOST_ID_BIT)) {
-            bad = !serveRedisCall(c, &m, why, sizeof(why));
-            deadline += Iso_NowMs() - paused;
-        } else if (m.h.type == ISO_MSG_CB_MODEL_EXECUTE && (m.h.id & ISO_HOST_ID_BIT)) {
-            bad = !serveModelExecute(c, &m, why, sizeof(why));
-            deadline += Iso_NowMs() - paused;
-        } else if (m.h.id != id) {
-            snprintf(why, sizeof(why), "%s for request %llu while %llu is outstanding",
-                     Iso_MsgTypeName(m.h.type), (unsigned long long)m.h.id, (unsigned long long)id);
-            bad = 1;
-        } else if (m.h.type == ISO_MSG_ERROR) {
-            Iso_ErrorText(&m, err);
+        if (rc == 1) {
+            o = onChannelMsg(c, &m, id, nout, outputs, &result, &deadline, err, why,
+                             sizeof(why));
             IsoMsg_Free(&m);
-            break;
-        } else if (m.h.type == ISO_MSG_RUN_OK) {
-            IsoReader r;
-            IsoReader_Init(&r, m.payload, m.payload_len);
-            RAI_Tensor **outs = NULL;
-            uint32_t n = 0;
-            if (!tensorsIn(c, &m, &r, nout, &outs, &n, why, sizeof(why)) || !IsoReader_Done(&r)) {
-                if (outs) releaseAll(outs, n);
-                if (why[0] == '\0') snprintf(why, sizeof(why), "RUN_OK: %s", r.why);
-                bad = 1;
-            } else {
-                memcpy(outputs, outs, sizeof(*outs) * n);
-                free(outs);
-                result = 0;
-                IsoMsg_Free(&m);
-                break;
-            }
-        } else {
-            snprintf(why, sizeof(why), "%s on a channel", Iso_MsgTypeName(m.h.type));
-            bad = 1;
         }
-        IsoMsg_Free(&m);
-        if (bad) {
+        if (o == CHAN_DONE) break;
+        if (o == CHAN_BAD) {
             char reason[400];
             snprintf(reason, sizeof(reason), "killed: protocol error: %s", why);
             IsoControl_KillWithReason(s, gen, reason, "killed_protocol");

@@ -371,23 +371,70 @@ void IsoControl_StartThreads(void) {
 
 /* --- hello ---------------------------------------------------------------------- */
 
+/* The HELLO request: the build, the backend and every setting the host
+ * needs, once; it never asks the core for them later. */
+static void encodeHello(IsoSlot *s, IsoBuf *b) {
+    IsoBuf_Init(b);
+    IsoBuf_U32(b, ISO_PROTOCOL_VERSION);
+    IsoBuf_CStr(b, BUILD_ID);
+    IsoBuf_U32(b, (uint32_t)s->kind);
+    IsoBuf_CStr(b, s->name);
+    IsoBuf_CStr(b, s->real);
+    IsoBuf_CStr(b, rai_config.backends_path);
+    IsoBuf_U8(b, (uint8_t)(rai_config.backends_confined != 0));
+    IsoBuf_I64(b, rai_config.threads_per_queue);
+    IsoBuf_I64(b, rai_config.intra_op_parallelism);
+    IsoBuf_I64(b, rai_config.inter_op_parallelism);
+    IsoBuf_I64(b, rai_config.model_execution_timeout);
+    IsoBuf_I64(b, rai_config.backend_memory_limit);
+    IsoBuf_U64(b, (uint64_t)Iso_Api()->run_queue_count());
+    IsoBuf_U32(b, RAI_LOG_NOTICE);
+}
+
+/* HELLO_OK's facts into the slot: 1, or 0 with why (a malformed reply, or
+ * a restarted host whose backend is no longer the one first loaded). */
+static int readHelloOk(IsoSlot *s, IsoReader *r, long long started, char *why, size_t whylen) {
+    uint32_t pid, amaj, amin, asize, nmaj, nmin;
+    uint8_t scripts, info;
+    uint64_t load_us;
+    const char *fw, *ver, *var;
+    size_t fwl, verl, varl;
+    IsoReader_U32(r, &pid);
+    IsoReader_U32(r, &amaj);
+    IsoReader_U32(r, &amin);
+    IsoReader_U32(r, &asize);
+    IsoReader_U32(r, &nmaj);
+    IsoReader_U32(r, &nmin);
+    IsoReader_StrView(r, &fw, &fwl, 63);
+    IsoReader_StrView(r, &ver, &verl, 63);
+    IsoReader_StrView(r, &var, &varl, 31);
+    IsoReader_U8(r, &scripts);
+    IsoReader_U8(r, &info);
+    IsoReader_U64(r, &load_us);
+    if (!IsoReader_Done(r)) {
+        snprintf(why, whylen, "protocol error: HELLO_OK: %s", r->why);
+        return 0;
+    }
+    if (s->framework[0] &&
+        (strlen(s->version) != verl || memcmp(s->version, ver, verl) ||
+         strlen(s->framework) != fwl || memcmp(s->framework, fw, fwl) ||
+         strlen(s->variant) != varl || memcmp(s->variant, var, varl))) {
+        snprintf(why, whylen, "start failed: backend changed from %s %s to %.*s %.*s",
+                 s->framework, s->version, (int)fwl, fw, (int)verl, ver);
+        return 0;
+    }
+    snprintf(s->framework, sizeof(s->framework), "%.*s", (int)fwl, fw);
+    snprintf(s->version, sizeof(s->version), "%.*s", (int)verl, ver);
+    snprintf(s->variant, sizeof(s->variant), "%.*s", (int)varl, var);
+    s->has_scripts = scripts != 0;
+    s->has_info = info != 0;
+    s->last_start_seconds = (Iso_NowMs() - started) / 1000.0;
+    return 1;
+}
+
 int IsoControl_Hello(IsoSlot *s, char *why, size_t whylen) {
     IsoBuf b;
-    IsoBuf_Init(&b);
-    IsoBuf_U32(&b, ISO_PROTOCOL_VERSION);
-    IsoBuf_CStr(&b, BUILD_ID);
-    IsoBuf_U32(&b, (uint32_t)s->kind);
-    IsoBuf_CStr(&b, s->name);
-    IsoBuf_CStr(&b, s->real);
-    IsoBuf_CStr(&b, rai_config.backends_path);
-    IsoBuf_U8(&b, (uint8_t)(rai_config.backends_confined != 0));
-    IsoBuf_I64(&b, rai_config.threads_per_queue);
-    IsoBuf_I64(&b, rai_config.intra_op_parallelism);
-    IsoBuf_I64(&b, rai_config.inter_op_parallelism);
-    IsoBuf_I64(&b, rai_config.model_execution_timeout);
-    IsoBuf_I64(&b, rai_config.backend_memory_limit);
-    IsoBuf_U64(&b, (uint64_t)Iso_Api()->run_queue_count());
-    IsoBuf_U32(&b, RAI_LOG_NOTICE);
+    encodeHello(s, &b);
     IsoMsg m;
     long long started = Iso_NowMs();
     int rc = IsoControl_Request(s, ISO_MSG_HELLO, &b, NULL, 0, rai_config.backend_start_timeout,
@@ -427,40 +474,7 @@ int IsoControl_Hello(IsoSlot *s, char *why, size_t whylen) {
     } else if (m.h.type != ISO_MSG_HELLO_OK) {
         snprintf(why, whylen, "protocol error: %s in answer to HELLO", Iso_MsgTypeName(m.h.type));
     } else {
-        uint32_t pid, amaj, amin, asize, nmaj, nmin;
-        uint8_t scripts, info;
-        uint64_t load_us;
-        const char *fw, *ver, *var;
-        size_t fwl, verl, varl;
-        IsoReader_U32(&r, &pid);
-        IsoReader_U32(&r, &amaj);
-        IsoReader_U32(&r, &amin);
-        IsoReader_U32(&r, &asize);
-        IsoReader_U32(&r, &nmaj);
-        IsoReader_U32(&r, &nmin);
-        IsoReader_StrView(&r, &fw, &fwl, 63);
-        IsoReader_StrView(&r, &ver, &verl, 63);
-        IsoReader_StrView(&r, &var, &varl, 31);
-        IsoReader_U8(&r, &scripts);
-        IsoReader_U8(&r, &info);
-        IsoReader_U64(&r, &load_us);
-        if (!IsoReader_Done(&r)) {
-            snprintf(why, whylen, "protocol error: HELLO_OK: %s", r.why);
-        } else if (s->framework[0] &&
-                   (strlen(s->version) != verl || memcmp(s->version, ver, verl) ||
-                    strlen(s->framework) != fwl || memcmp(s->framework, fw, fwl) ||
-                    strlen(s->variant) != varl || memcmp(s->variant, var, varl))) {
-            snprintf(why, whylen, "start failed: backend changed from %s %s to %.*s %.*s",
-                     s->framework, s->version, (int)fwl, fw, (int)verl, ver);
-        } else {
-            snprintf(s->framework, sizeof(s->framework), "%.*s", (int)fwl, fw);
-            snprintf(s->version, sizeof(s->version), "%.*s", (int)verl, ver);
-            snprintf(s->variant, sizeof(s->variant), "%.*s", (int)varl, var);
-            s->has_scripts = scripts != 0;
-            s->has_info = info != 0;
-            s->last_start_seconds = (Iso_NowMs() - started) / 1000.0;
-            ok = 1;
-        }
+        ok = readHelloOk(s, &r, started, why, whylen);
     }
     IsoMsg_Free(&m);
     if (!ok) {

@@ -238,23 +238,21 @@ int Iso_IsProxy(const RAI_BackendDescriptor *d) {
     return 0;
 }
 
-const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *name,
-                                      const char *real, const char *shown, RAI_Error *err) {
+/* A free slot's index, or -1 when all ISO_MAX_HOSTS are taken. */
+static int freeSlot(void) {
     pthread_mutex_lock(&slots_mu);
     int index = -1;
     for (int i = 0; i < ISO_MAX_HOSTS && index < 0; i++) {
         if (iso_slots[i] == NULL) index = i;
     }
     pthread_mutex_unlock(&slots_mu);
-    if (index < 0) {
-        Error_SetFmt(err, "%s: at most %d isolated backends can be loaded", shown, ISO_MAX_HOSTS);
-        return NULL;
-    }
+    return index;
+}
+
+static IsoSlot *newSlot(int index, RAI_BackendKind kind, const char *name, const char *real,
+                        const char *shown) {
     IsoSlot *s = calloc(1, sizeof(*s));
-    if (s == NULL) {
-        Error_SetFmt(err, "%s: out of memory", shown);
-        return NULL;
-    }
+    if (s == NULL) return NULL;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -271,6 +269,57 @@ const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind,
     s->state = ISO_STARTING;
     snprintf(s->last_exit, sizeof(s->last_exit), "none");
     snprintf(s->last_exit_token, sizeof(s->last_exit_token), "none");
+    return s;
+}
+
+/* A first start that failed: never restarted; the supervisor reaps the host
+ * (killed here if it still runs) before the slot leaves the table, so no
+ * zombie and no descriptor of it is left behind. The slot object is never
+ * freed (the supervisor may still hold it); its index is free again. */
+static void retire(IsoSlot *s) {
+    pthread_mutex_lock(&s->mu);
+    s->retired = 1;
+    if (s->ctl >= 0) IsoSpawn_Kill(s);
+    long long until = Iso_NowMs() + 5000;
+    while (s->ctl >= 0 && Iso_NowMs() < until) Iso_CondWaitMs(s, 50);
+    pthread_mutex_unlock(&s->mu);
+    __atomic_store_n(&iso_slots[s->index], NULL, __ATOMIC_RELEASE);
+}
+
+/* The proxy's descriptor of a READY slot: the host's facts, the proxy's
+ * members (scripts and info only when the host's backend has them). */
+static void describe(IsoSlot *s) {
+    int i = s->index;
+    s->desc = (RAI_BackendDescriptor){
+        .abi_major = RAI_ABI_MAJOR,
+        .abi_minor = RAI_ABI_MINOR,
+        .size = sizeof(RAI_BackendDescriptor),
+        .kind = s->kind,
+        .framework = s->framework,
+        .framework_version = s->version,
+        .variant = s->variant,
+        .model_create = trampolines[i].model_create,
+        .model_free = freeHandleOf,
+        .model_run = modelRun,
+        .script_create = s->has_scripts ? trampolines[i].script_create : NULL,
+        .script_free = s->has_scripts ? freeHandleOf : NULL,
+        .script_run = s->has_scripts ? scriptRun : NULL,
+        .info = s->has_info ? trampolines[i].info : NULL,
+    };
+}
+
+const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *name,
+                                      const char *real, const char *shown, RAI_Error *err) {
+    int index = freeSlot();
+    if (index < 0) {
+        Error_SetFmt(err, "%s: at most %d isolated backends can be loaded", shown, ISO_MAX_HOSTS);
+        return NULL;
+    }
+    IsoSlot *s = newSlot(index, kind, name, real, shown);
+    if (s == NULL) {
+        Error_SetFmt(err, "%s: out of memory", shown);
+        return NULL;
+    }
     IsoControl_StartThreads();
     IsoRestart_Start();
 
@@ -278,59 +327,30 @@ const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind,
     long long t0 = Iso_NowMs();
     if (IsoSpawn_Start(s, why, sizeof(why)) != 0) {
         Error_SetFmt(err, "%s: cannot start its backend host: %s", shown, why);
-        goto fail;
+        free(s->name);
+        free(s->real);
+        free(s->shown);
+        free(s);
+        return NULL;
     }
     /* Published before the hello so that the supervisor routes its reply. */
     __atomic_store_n(&iso_slots[index], s, __ATOMIC_RELEASE);
     IsoControl_Wake();
     if (IsoControl_Hello(s, why, sizeof(why)) != 0) {
         Error_SetFmt(err, "%s: isolated load failed: %s", shown, why);
-        /* Never restarted; the supervisor reaps the host (killed here if it
-         * still runs) before the slot leaves the table, so no zombie and no
-         * descriptor of it is left behind. */
-        pthread_mutex_lock(&s->mu);
-        s->retired = 1;
-        if (s->ctl >= 0) IsoSpawn_Kill(s);
-        long long until = Iso_NowMs() + 5000;
-        while (s->ctl >= 0 && Iso_NowMs() < until) Iso_CondWaitMs(s, 50);
-        pthread_mutex_unlock(&s->mu);
-        /* The slot object is never freed (the supervisor may still hold it);
-         * its index is free again. */
-        __atomic_store_n(&iso_slots[index], NULL, __ATOMIC_RELEASE);
+        retire(s);
         return NULL;
     }
     pthread_mutex_lock(&s->mu);
     s->state = ISO_READY;
     s->ready_since_ms = Iso_NowMs();
-    s->desc = (RAI_BackendDescriptor){
-        .abi_major = RAI_ABI_MAJOR,
-        .abi_minor = RAI_ABI_MINOR,
-        .size = sizeof(RAI_BackendDescriptor),
-        .kind = kind,
-        .framework = s->framework,
-        .framework_version = s->version,
-        .variant = s->variant,
-        .model_create = trampolines[index].model_create,
-        .model_free = freeHandleOf,
-        .model_run = modelRun,
-        .script_create = s->has_scripts ? trampolines[index].script_create : NULL,
-        .script_free = s->has_scripts ? freeHandleOf : NULL,
-        .script_run = s->has_scripts ? scriptRun : NULL,
-        .info = s->has_info ? trampolines[index].info : NULL,
-    };
+    describe(s);
     pthread_mutex_unlock(&s->mu);
     RedisModule_Log(ctx, "notice",
                     "%s backend %s isolated in pid %d (%s %s, %s), started in %lld ms",
                     Backend_KindName(kind), name, (int)s->pid, s->framework, s->version, s->variant,
                     Iso_NowMs() - t0);
     return &s->desc;
-
-fail:
-    free(s->name);
-    free(s->real);
-    free(s->shown);
-    free(s);
-    return NULL;
 }
 
 void Iso_Shutdown(void) {

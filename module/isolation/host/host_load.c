@@ -69,33 +69,39 @@ static int mappedFile(const void *addr, dev_t *dev, ino_t *ino) {
     return found;
 }
 
-int Host_Load(RAI_Error *err) {
-    double start = nowSeconds();
-    char real[PATH_MAX];
+/* The file the core checked, checked again here, as data: same real path,
+ * confined, ELF, note and manifest. Its open descriptor (to compare with
+ * what dlopen maps), or -1 after err. */
+static int checkFile(char *real, BackendFileNote *note, struct stat *st, RAI_Error *err) {
     if (realpath(host.so, real) == NULL) {
         Error_SetFmt(err, "%s: cannot open: %s", host.so, strerror(errno));
-        return 0;
+        return -1;
     }
     if (strcmp(real, host.real) != 0) {
         Error_SetFmt(err, "%s: its real path is now %s, the core checked %s", host.so, real,
                      host.real);
-        return 0;
+        return -1;
     }
-    if (host.confined && !checkConfined(real, err)) return 0;
+    if (host.confined && !checkConfined(real, err)) return -1;
     int fd = open(real, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd < 0 || fstat(fd, st) != 0) {
         Error_SetFmt(err, "%s: cannot open: %s", host.so, strerror(errno));
         if (fd >= 0) close(fd);
-        return 0;
+        return -1;
     }
-    BackendFileNote note;
     int manifest = 0;
-    if (!BackendFile_Inspect(real, host.so, host.kind, &note, err) ||
+    if (!BackendFile_Inspect(real, host.so, host.kind, note, err) ||
         !BackendManifest_Verify(real, host.so, &manifest, err)) {
         close(fd);
-        return 0;
+        return -1;
     }
+    return fd;
+}
+
+/* dlopen and the entry, which must lie in the very file checked (st): a
+ * replacement between the checks and dlopen is refused before anything of
+ * it is called. NULL after err. */
+static RAI_BackendEntryFn openEntry(const char *real, const struct stat *st, RAI_Error *err) {
     /* What quietFrameworks sets in-process; the core passes them in the
      * environment too, a user's own setting wins either way. */
     setenv("TF_CPP_MIN_LOG_LEVEL", "3", 0);
@@ -112,31 +118,37 @@ int Host_Load(RAI_Error *err) {
         } else {
             Error_SetFmt(err, "%s: dlopen failed: %s", host.so, why);
         }
-        close(fd);
-        return 0;
+        return NULL;
     }
     RAI_BackendEntryFn entry = (RAI_BackendEntryFn)dlsym(handle, RAI_BACKEND_ENTRY_SYMBOL);
     if (entry == NULL) {
         Error_SetFmt(err, "%s: does not export the entry symbol %s", host.so,
                      RAI_BACKEND_ENTRY_SYMBOL);
-        close(fd);
-        return 0;
+        return NULL;
     }
-    /* The file checked is the file mapped: a replacement between the checks
-     * and dlopen is refused before anything of it is called. */
     dev_t dev;
     ino_t ino;
     if (!mappedFile((const void *)entry, &dev, &ino)) {
         Error_SetFmt(err, "%s: cannot find the mapping of its entry in /proc/self/maps", host.so);
-        close(fd);
-        return 0;
+        return NULL;
     }
-    if (dev != st.st_dev || ino != st.st_ino) {
+    if (dev != st->st_dev || ino != st->st_ino) {
         Error_SetFmt(err, "%s: the file was replaced while it was being loaded", host.so);
-        close(fd);
-        return 0;
+        return NULL;
     }
+    return entry;
+}
+
+int Host_Load(RAI_Error *err) {
+    double start = nowSeconds();
+    char real[PATH_MAX];
+    BackendFileNote note;
+    struct stat st;
+    int fd = checkFile(real, &note, &st, err);
+    if (fd < 0) return 0;
+    RAI_BackendEntryFn entry = openEntry(real, &st, err);
     close(fd);
+    if (entry == NULL) return 0;
     char why[512] = "";
     const RAI_BackendDescriptor *d = entry(Host_Api(), why, sizeof(why));
     if (d == NULL) {
