@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend_threads.h"
+#include "common/backend_threads.h"
 #include "onnxruntime/ort_allocator.h"
 #include "onnxruntime/ort_backend.h"
 #include "onnxruntime/ort_external.h"

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend_threads.h"
+#include "common/backend_threads.h"
 #include "redisai/backend_abi.h"
 #include "tensorflow/c/c_api.h"
 #include "tensorflow/tf_convert.h"

@@ -15,7 +15,7 @@
  */
 #include "torch/torch_backend.h"
 
-#include "backend_threads.h"
+#include "common/backend_threads.h"
 
 #include <c10/core/InferenceMode.h>
 #include <c10/core/CPUAllocator.h>
