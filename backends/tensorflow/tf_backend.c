@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/backend_threads.h"
+#include "common/rai_entry.h"
 #include "redisai/backend_abi.h"
 #include "tensorflow/c/c_api.h"
 #include "tensorflow/tf_convert.h"
@@ -354,32 +355,8 @@ static RAI_BackendDescriptor descriptor = {
     .model_run = tf_model_run,
 };
 
-__attribute__((visibility("default"))) const RAI_BackendDescriptor *
-RAI_BackendEntry(const RAI_HostApi *h, char *errbuf, size_t errlen);
-
-_Static_assert(__builtin_types_compatible_p(__typeof__(&RAI_BackendEntry), RAI_BackendEntryFn),
-               "RAI_BackendEntry must match RAI_BackendEntryFn");
-
-const RAI_BackendDescriptor *RAI_BackendEntry(const RAI_HostApi *h, char *errbuf,
-                                              size_t errlen) {
-    if (!h) {
-        if (errbuf && errlen) {
-            snprintf(errbuf, errlen, "no host API given");
-        }
-        return NULL;
-    }
-    if (h->abi_major != RAI_ABI_MAJOR) {
-        if (errbuf && errlen) {
-            snprintf(errbuf, errlen, "host ABI major %u, backend needs %d", (unsigned)h->abi_major,
-                     RAI_ABI_MAJOR);
-        }
-        return NULL;
-    }
-    if (h->size < RAI_HOST_API_SIZE_1_0) {
-        if (errbuf && errlen) {
-            snprintf(errbuf, errlen, "host API table has %u bytes, backend needs at least %zu",
-                     (unsigned)h->size, (size_t)RAI_HOST_API_SIZE_1_0);
-        }
+RAI_BACKEND_ENTRY(h, errbuf, errlen) {
+    if (RAI_CheckHost(h, RAI_HOST_API_SIZE_1_0, "backend", NULL, errbuf, errlen) != 0) {
         return NULL;
     }
     host = h;

@@ -16,6 +16,7 @@
 #include "torch/torch_backend.h"
 
 #include "common/backend_threads.h"
+#include "common/rai_entry.h"
 
 #include <c10/core/InferenceMode.h>
 #include <c10/core/CPUAllocator.h>
@@ -596,33 +597,12 @@ void apply_thread_config(bool creating) {
 
 }  // namespace rai_torch
 
-extern "C" __attribute__((visibility("default"))) const RAI_BackendDescriptor *
-RAI_BackendEntry(const RAI_HostApi *h, char *errbuf, size_t errlen);
-
-static_assert(std::is_same_v<decltype(&RAI_BackendEntry), RAI_BackendEntryFn>,
-              "RAI_BackendEntry must match RAI_BackendEntryFn");
-
-extern "C" const RAI_BackendDescriptor *RAI_BackendEntry(const RAI_HostApi *h, char *errbuf,
-                                                         size_t errlen) {
+RAI_BACKEND_ENTRY(h, errbuf, errlen) {
     using namespace rai_torch;
+    if (RAI_CheckHost(h, RAI_HOST_API_SIZE_1_1, "the Torch backend", "1.1", errbuf, errlen) != 0) {
+        return nullptr;
+    }
     try {
-        if (!h) {
-            errbuf_set(errbuf, errlen, "no host API given");
-            return nullptr;
-        }
-        if (h->abi_major != RAI_ABI_MAJOR) {
-            errbuf_set(errbuf, errlen,
-                       "host ABI major " + std::to_string(h->abi_major) + ", backend needs " +
-                           std::to_string(RAI_ABI_MAJOR));
-            return nullptr;
-        }
-        if (h->size < RAI_HOST_API_SIZE_1_1) {
-            errbuf_set(errbuf, errlen,
-                       "host API table has " + std::to_string(h->size) +
-                           " bytes, the Torch backend needs at least " +
-                           std::to_string(RAI_HOST_API_SIZE_1_1) + " (ABI 1.1)");
-            return nullptr;
-        }
         host = h;
         apply_thread_config();
         return &descriptor;
