@@ -18,49 +18,25 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Every pairing, both ways. The core names only some of these; half,
- * bfloat16 and uint32/64 still travel as BLOB. */
-static const struct {
-    ONNXTensorElementDataType ort;
-    RAI_DType dt;
-} dtype_map[] = {
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, {.code = RAI_DTYPE_FLOAT, .bits = 32}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE, {.code = RAI_DTYPE_FLOAT, .bits = 64}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, {.code = RAI_DTYPE_FLOAT, .bits = 16}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, {.code = RAI_DTYPE_BFLOAT, .bits = 16}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8, {.code = RAI_DTYPE_INT, .bits = 8}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16, {.code = RAI_DTYPE_INT, .bits = 16}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {.code = RAI_DTYPE_INT, .bits = 32}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, {.code = RAI_DTYPE_INT, .bits = 64}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8, {.code = RAI_DTYPE_UINT, .bits = 8}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16, {.code = RAI_DTYPE_UINT, .bits = 16}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32, {.code = RAI_DTYPE_UINT, .bits = 32}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64, {.code = RAI_DTYPE_UINT, .bits = 64}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL, {.code = RAI_DTYPE_BOOL, .bits = 8}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING, {.code = RAI_DTYPE_STRING, .bits = 8}},
+#include "common/rai_dtype.h"
+
+/* ONNX Runtime's column of rai_dtype.h: ORT has every type of the list. */
+static const int ort_types[RAI_DTYPE_ID_COUNT] = {
+    [RAI_DTYPE_ID_FLOAT32] = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,
+    [RAI_DTYPE_ID_FLOAT64] = ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE,
+    [RAI_DTYPE_ID_FLOAT16] = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16,
+    [RAI_DTYPE_ID_BFLOAT16] = ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16,
+    [RAI_DTYPE_ID_INT8] = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8,
+    [RAI_DTYPE_ID_INT16] = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16,
+    [RAI_DTYPE_ID_INT32] = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32,
+    [RAI_DTYPE_ID_INT64] = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64,
+    [RAI_DTYPE_ID_UINT8] = ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8,
+    [RAI_DTYPE_ID_UINT16] = ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16,
+    [RAI_DTYPE_ID_UINT32] = ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32,
+    [RAI_DTYPE_ID_UINT64] = ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64,
+    [RAI_DTYPE_ID_BOOL] = ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL,
+    [RAI_DTYPE_ID_STRING] = ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING,
 };
-
-#define DTYPE_MAP_LEN (sizeof(dtype_map) / sizeof(dtype_map[0]))
-
-static int ort_type_of(RAI_DType dt, ONNXTensorElementDataType *out) {
-    for (size_t i = 0; i < DTYPE_MAP_LEN; i++) {
-        if (dtype_map[i].dt.code == dt.code && dtype_map[i].dt.bits == dt.bits) {
-            *out = dtype_map[i].ort;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static int core_type_of(ONNXTensorElementDataType ort_type, RAI_DType *out) {
-    for (size_t i = 0; i < DTYPE_MAP_LEN; i++) {
-        if (dtype_map[i].ort == ort_type) {
-            *out = dtype_map[i].dt;
-            return 1;
-        }
-    }
-    return 0;
-}
 
 /* ---------------------------------------------------------------------- */
 /* Inputs */
@@ -97,8 +73,8 @@ static OrtValue *string_value_from_core(RAI_Tensor *t, RAI_Error *err) {
 
 OrtValue *ort_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
     const RAI_HostApi *host = ort.host;
-    ONNXTensorElementDataType type;
-    if (!ort_type_of(host->tensor_dtype(t), &type)) {
+    int type;
+    if (!RAI_DTypeToFramework(ort_types, host->tensor_dtype(t), &type)) {
         host->error_set(err, "ERR unsupported input type");
         return NULL;
     }
@@ -108,7 +84,8 @@ OrtValue *ort_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
     OrtValue *value = NULL;
     if (ort_failed(ort.api->CreateTensorWithDataAsOrtValue(
                        ort.cpu_memory, host->tensor_data(t), host->tensor_byte_size(t),
-                       host->tensor_dims(t), (size_t)host->tensor_ndims(t), type, &value),
+                       host->tensor_dims(t), (size_t)host->tensor_ndims(t),
+                       (ONNXTensorElementDataType)type, &value),
                    err)) {
         return NULL;
     }
@@ -270,7 +247,8 @@ static RAI_Tensor *map_sequence_to_core(OrtValue *seq, RAI_Error *err) {
         if (info) {
             api->ReleaseTensorTypeAndShapeInfo(info);
         }
-        if (ok && (!core_type_of(type, &row_dt) || row_dt.code == RAI_DTYPE_STRING)) {
+        if (ok && (!RAI_DTypeFromFramework(ort_types, type, &row_dt) ||
+                   row_dt.code == RAI_DTYPE_STRING)) {
             host->error_set(err, "ERR unsupported output type");
             ok = 0;
         }
@@ -351,7 +329,7 @@ RAI_Tensor *ort_tensor_to_core(OrtValue *value, RAI_Tensor *const *inputs, size_
         ort_failed(api->GetTensorShapeElementCount(info, &n), err)) {
         goto fail;
     }
-    if (!core_type_of(type, &dt)) {
+    if (!RAI_DTypeFromFramework(ort_types, type, &dt)) {
         host->error_set(err, "ERR unsupported output type");
         goto fail;
     }

@@ -16,6 +16,7 @@
 #include "torch/torch_backend.h"
 
 #include "common/backend_threads.h"
+#include "common/rai_dtype.h"
 #include "common/rai_entry.h"
 
 #include <c10/core/InferenceMode.h>
@@ -24,6 +25,7 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -173,22 +175,26 @@ c10::Device device_for(RAI_DeviceKind kind, int64_t device_id) {
 
 namespace {
 
-struct DTypePair {
-    at::ScalarType st;
-    RAI_DType dt;
-};
-
-/* Every pairing, both ways. The core's tensor layer names only some of
- * these; the rest (half, bfloat16, uint32/64) still travel as BLOB. */
-constexpr DTypePair dtype_map[] = {
-    {at::kFloat, {RAI_DTYPE_FLOAT, 32}},    {at::kDouble, {RAI_DTYPE_FLOAT, 64}},
-    {at::kHalf, {RAI_DTYPE_FLOAT, 16}},     {at::kBFloat16, {RAI_DTYPE_BFLOAT, 16}},
-    {at::kChar, {RAI_DTYPE_INT, 8}},        {at::kShort, {RAI_DTYPE_INT, 16}},
-    {at::kInt, {RAI_DTYPE_INT, 32}},        {at::kLong, {RAI_DTYPE_INT, 64}},
-    {at::kByte, {RAI_DTYPE_UINT, 8}},       {at::kUInt16, {RAI_DTYPE_UINT, 16}},
-    {at::kUInt32, {RAI_DTYPE_UINT, 32}},    {at::kUInt64, {RAI_DTYPE_UINT, 64}},
-    {at::kBool, {RAI_DTYPE_BOOL, 8}},
-};
+/* libtorch's column of rai_dtype.h. No STRING: libtorch has no such
+ * tensors, and refuses one as an input below. */
+constexpr std::array<int, RAI_DTYPE_ID_COUNT> torch_types = [] {
+    std::array<int, RAI_DTYPE_ID_COUNT> c{};
+    c.fill(RAI_DTYPE_NO_TYPE);
+    c[RAI_DTYPE_ID_FLOAT32] = static_cast<int>(at::kFloat);
+    c[RAI_DTYPE_ID_FLOAT64] = static_cast<int>(at::kDouble);
+    c[RAI_DTYPE_ID_FLOAT16] = static_cast<int>(at::kHalf);
+    c[RAI_DTYPE_ID_BFLOAT16] = static_cast<int>(at::kBFloat16);
+    c[RAI_DTYPE_ID_INT8] = static_cast<int>(at::kChar);
+    c[RAI_DTYPE_ID_INT16] = static_cast<int>(at::kShort);
+    c[RAI_DTYPE_ID_INT32] = static_cast<int>(at::kInt);
+    c[RAI_DTYPE_ID_INT64] = static_cast<int>(at::kLong);
+    c[RAI_DTYPE_ID_UINT8] = static_cast<int>(at::kByte);
+    c[RAI_DTYPE_ID_UINT16] = static_cast<int>(at::kUInt16);
+    c[RAI_DTYPE_ID_UINT32] = static_cast<int>(at::kUInt32);
+    c[RAI_DTYPE_ID_UINT64] = static_cast<int>(at::kUInt64);
+    c[RAI_DTYPE_ID_BOOL] = static_cast<int>(at::kBool);
+    return c;
+}();
 
 /* libtorch's own DLPack wording (ATen/DLConvertor.cpp), which is what
  * RedisAI 1.2 replied: `Unsupported kUInt bits 32`, `Unsupported code 7`. */
@@ -235,14 +241,8 @@ void copy_on_first_write(c10::StorageImpl *s) {
 
 at::Tensor tensor_from_core(RAI_Tensor *t, bool take_reference) {
     RAI_DType dt = host->tensor_dtype(t);
-    const DTypePair *pair = nullptr;
-    for (const auto &p : dtype_map) {
-        if (p.dt.code == dt.code && p.dt.bits == dt.bits) {
-            pair = &p;
-            break;
-        }
-    }
-    if (!pair) {
+    int st;
+    if (!RAI_DTypeToFramework(torch_types.data(), dt, &st)) {
         if (take_reference) {
             host->tensor_release(t);
         }
@@ -265,7 +265,7 @@ at::Tensor tensor_from_core(RAI_Tensor *t, bool take_reference) {
     at::Tensor x =
         at::for_blob(host->tensor_data(t), at::IntArrayRef(dims, static_cast<size_t>(ndims)))
             .context(ref, release_core_tensor)
-            .options(at::TensorOptions().dtype(pair->st).device(c10::kCPU))
+            .options(at::TensorOptions().dtype(static_cast<at::ScalarType>(st)).device(c10::kCPU))
             .make_tensor();
     x.storage().unsafeGetStorageImpl()->set_materializer(copy_on_first_write);
     return x;
@@ -284,14 +284,8 @@ RAI_Tensor *tensor_to_core(const at::Tensor &t) {
     }
     c = c.resolve_conj().resolve_neg().contiguous();
 
-    const DTypePair *pair = nullptr;
-    for (const auto &p : dtype_map) {
-        if (p.st == c.scalar_type()) {
-            pair = &p;
-            break;
-        }
-    }
-    if (!pair) {
+    RAI_DType dt;
+    if (!RAI_DTypeFromFramework(torch_types.data(), static_cast<int>(c.scalar_type()), &dt)) {
         throw std::runtime_error(std::string("ERR unsupported output type ") +
                                  c10::toString(c.scalar_type()));
     }
@@ -300,7 +294,7 @@ RAI_Tensor *tensor_to_core(const at::Tensor &t) {
      * write hook stays armed); the core only reads the buffers it adopts. */
     void *data = const_cast<void *>(holder->const_data_ptr());
     RAI_Tensor *out = host->tensor_adopt(
-        pair->dt, holder->sizes().data(), static_cast<int>(holder->dim()), data,
+        dt, holder->sizes().data(), static_cast<int>(holder->dim()), data,
         holder->nbytes(), delete_tensor_holder, holder.get());
     if (!out) {
         throw std::runtime_error("ERR could not create an output tensor");
