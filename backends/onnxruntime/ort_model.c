@@ -20,6 +20,7 @@
 #include "onnxruntime/ort_external.h"
 #include "onnxruntime/ort_tensor.h"
 #include "onnxruntime/ort_watchdog.h"
+#include "redisai/reply_texts.h"
 
 typedef struct OrtModel {
     OrtSession *session;
@@ -216,7 +217,7 @@ void *ort_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Err
         return NULL;
     }
     if (spec->device != RAI_DEVICE_CPU && spec->device != RAI_DEVICE_GPU) {
-        host->error_set(err, "ERR unsupported device");
+        host->error_set(err, RAI_ERR_UNSUPPORTED_DEVICE);
         return NULL;
     }
     /* Before ORT parses anything: it would stat and read the files. */
@@ -273,12 +274,11 @@ int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inpu
     OrtModel *m = handle;
     /* The core checks counts before queueing; this guards the arrays below. */
     if (ninputs != m->ninputs) {
-        host->error_set(err, "Number of keys given as INPUTS here does not match model definition");
+        host->error_set(err, RAI_ERR_INPUT_KEYS);
         return -1;
     }
     if (noutputs != m->noutputs) {
-        host->error_set(err,
-                        "Number of keys given as OUTPUTS here does not match model definition");
+        host->error_set(err, RAI_ERR_OUTPUT_KEYS);
         return -1;
     }
     /* As in RedisAI 1.2: MODEL_EXECUTION_TIMEOUT is kept for runs of the
@@ -330,7 +330,7 @@ int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inpu
         OrtValue *value = out[i];
         out[i] = NULL; /* ort_tensor_to_core owns it from here, on every path */
         if (!value) {
-            host->error_set(err, "ERR Model did not generate the expected number of outputs");
+            host->error_set(err, RAI_ERR_OUTPUT_COUNT);
             goto done;
         }
         outputs[i] = ort_tensor_to_core(value, inputs, ninputs, err);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common/rai_dtype.h"
+#include "redisai/reply_texts.h"
 
 /* ONNX Runtime's column of rai_dtype.h: ORT has every type of the list. */
 static const int ort_types[RAI_DTYPE_ID_COUNT] = {
@@ -47,7 +48,7 @@ static OrtValue *string_value_from_core(RAI_Tensor *t, RAI_Error *err) {
     /* alloc(0) may legitimately return NULL; one slot keeps NULL meaning OOM. */
     const char **elems = host->alloc((n ? n : 1) * sizeof(*elems));
     if (!elems) {
-        host->error_set(err, "ERR out of memory converting a STRING tensor");
+        host->error_set(err, RAI_ERR_OOM_STRING_INPUT);
         return NULL;
     }
     /* The core's elements are NUL-terminated, which is what FillStringTensor
@@ -75,7 +76,7 @@ OrtValue *ort_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
     const RAI_HostApi *host = ort.host;
     int type;
     if (!RAI_DTypeToFramework(ort_types, host->tensor_dtype(t), &type)) {
-        host->error_set(err, "ERR unsupported input type");
+        host->error_set(err, RAI_ERR_UNSUPPORTED_INPUT_TYPE);
         return NULL;
     }
     if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING) {
@@ -109,7 +110,7 @@ static RAI_Tensor *string_tensor_to_core(OrtValue *value, const int64_t *dims, i
     const char **ptrs = host->alloc((n ? n : 1) * sizeof(*ptrs));
     size_t *lens = host->alloc((n ? n : 1) * sizeof(*lens));
     if (!offsets || !ptrs || !lens) {
-        host->error_set(err, "ERR out of memory converting a STRING output");
+        host->error_set(err, RAI_ERR_OOM_STRING_OUTPUT);
         goto done;
     }
     if (ort_failed(ort.api->GetStringTensorDataLength(value, &total), err)) {
@@ -117,7 +118,7 @@ static RAI_Tensor *string_tensor_to_core(OrtValue *value, const int64_t *dims, i
     }
     chars = host->alloc(total ? total : 1);
     if (!chars) {
-        host->error_set(err, "ERR out of memory converting a STRING output");
+        host->error_set(err, RAI_ERR_OOM_STRING_OUTPUT);
         goto done;
     }
     if (ort_failed(ort.api->GetStringTensorContent(value, chars, total, offsets, n), err)) {
@@ -132,7 +133,7 @@ static RAI_Tensor *string_tensor_to_core(OrtValue *value, const int64_t *dims, i
     }
     t = host->tensor_create_strings(dims, ndims, ptrs, lens);
     if (!t) {
-        host->error_set(err, "ERR could not create a STRING output tensor");
+        host->error_set(err, RAI_ERR_STRING_OUTPUT_TENSOR);
     }
 done:
     host->free(chars);
@@ -182,7 +183,7 @@ static RAI_Tensor *numeric_tensor_to_core(OrtValue *value, RAI_DType dt, const i
         }
     }
     if (!t) {
-        host->error_set(err, "ERR could not create an output tensor");
+        host->error_set(err, RAI_ERR_OUTPUT_TENSOR);
     }
     return t;
 }
@@ -200,7 +201,7 @@ static OrtValue *map_values(OrtValue *seq, size_t i, RAI_Error *err) {
         goto done;
     }
     if (kind != ONNX_TYPE_MAP) {
-        ort.host->error_set(err, "ERR unsupported output type");
+        ort.host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
         goto done;
     }
     /* A map value is the pair (keys, values), index 1 the values, in the
@@ -228,7 +229,7 @@ static RAI_Tensor *map_sequence_to_core(OrtValue *seq, RAI_Error *err) {
         goto done;
     }
     if (rows > INT_MAX) {
-        host->error_set(err, "ERR unsupported output type");
+        host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
         goto done;
     }
     for (size_t i = 0; i < rows; i++) {
@@ -249,7 +250,7 @@ static RAI_Tensor *map_sequence_to_core(OrtValue *seq, RAI_Error *err) {
         }
         if (ok && (!RAI_DTypeFromFramework(ort_types, type, &row_dt) ||
                    row_dt.code == RAI_DTYPE_STRING)) {
-            host->error_set(err, "ERR unsupported output type");
+            host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
             ok = 0;
         }
         if (ok && i == 0) {
@@ -260,7 +261,7 @@ static RAI_Tensor *map_sequence_to_core(OrtValue *seq, RAI_Error *err) {
             int64_t dims[2] = {(int64_t)rows, (int64_t)cols};
             t = host->tensor_create(dt, dims, 2);
             if (!t) {
-                host->error_set(err, "ERR could not create an output tensor");
+                host->error_set(err, RAI_ERR_OUTPUT_TENSOR);
                 ok = 0;
             }
         } else if (ok && (n != cols || row_dt.code != dt.code || row_dt.bits != dt.bits)) {
@@ -283,7 +284,7 @@ static RAI_Tensor *map_sequence_to_core(OrtValue *seq, RAI_Error *err) {
         int64_t dims[2] = {0, 0};
         t = host->tensor_create(dt, dims, 2);
         if (!t) {
-            host->error_set(err, "ERR could not create an output tensor");
+            host->error_set(err, RAI_ERR_OUTPUT_TENSOR);
         }
     }
     goto done;
@@ -320,7 +321,7 @@ RAI_Tensor *ort_tensor_to_core(OrtValue *value, RAI_Tensor *const *inputs, size_
     }
     /* Other sequences, maps, sparse tensors and optionals have no core form. */
     if (kind != ONNX_TYPE_TENSOR) {
-        host->error_set(err, "ERR unsupported output type");
+        host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
         goto fail;
     }
     if (ort_failed(api->GetTensorTypeAndShape(value, &info), err) ||
@@ -330,13 +331,13 @@ RAI_Tensor *ort_tensor_to_core(OrtValue *value, RAI_Tensor *const *inputs, size_
         goto fail;
     }
     if (!RAI_DTypeFromFramework(ort_types, type, &dt)) {
-        host->error_set(err, "ERR unsupported output type");
+        host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
         goto fail;
     }
     if (ndims > sizeof(small) / sizeof(small[0])) {
         dims = host->alloc(ndims * sizeof(*dims));
         if (!dims) {
-            host->error_set(err, "ERR out of memory converting an output");
+            host->error_set(err, RAI_ERR_OOM_OUTPUT);
             goto fail;
         }
     }

@@ -14,6 +14,7 @@
 #include "common/backend_threads.h"
 #include "common/rai_entry.h"
 #include "redisai/backend_abi.h"
+#include "redisai/reply_texts.h"
 #include "tensorflow/c/c_api.h"
 #include "tensorflow/tf_convert.h"
 
@@ -190,7 +191,7 @@ static void *tf_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, R
         return NULL;
     }
     if (spec->device != RAI_DEVICE_CPU && spec->device != RAI_DEVICE_GPU) {
-        host->error_set(err, "ERR unsupported device");
+        host->error_set(err, RAI_ERR_UNSUPPORTED_DEVICE);
         return NULL;
     }
 
@@ -275,12 +276,11 @@ static int tf_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const
     TFModel *m = handle;
     /* The core checks counts before queueing; this guards the arrays below. */
     if (ninputs != m->ninputs) {
-        host->error_set(err, "Number of keys given as INPUTS here does not match model definition");
+        host->error_set(err, RAI_ERR_INPUT_KEYS);
         return -1;
     }
     if (noutputs != m->noutputs) {
-        host->error_set(err,
-                        "Number of keys given as OUTPUTS here does not match model definition");
+        host->error_set(err, RAI_ERR_OUTPUT_KEYS);
         return -1;
     }
 
@@ -312,7 +312,7 @@ static int tf_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const
 
     for (size_t i = 0; i < noutputs; i++) {
         if (!out[i]) {
-            host->error_set(err, "ERR Model did not generate the expected number of outputs");
+            host->error_set(err, RAI_ERR_OUTPUT_COUNT);
             goto done;
         }
         TF_Tensor *tft = out[i];

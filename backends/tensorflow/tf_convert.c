@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/rai_dtype.h"
+#include "redisai/reply_texts.h"
 
 static const RAI_HostApi *host;
 
@@ -62,7 +63,7 @@ static TF_Tensor *string_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
     /* alloc(0) may legitimately return NULL; one slot keeps NULL meaning OOM. */
     TF_TString *elems = host->alloc((n ? n : 1) * sizeof(TF_TString));
     if (!elems) {
-        host->error_set(err, "ERR out of memory converting a STRING tensor");
+        host->error_set(err, RAI_ERR_OOM_STRING_INPUT);
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
@@ -94,7 +95,7 @@ TF_Tensor *tf_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
         return NULL;
     }
     if (!RAI_DTypeToFramework(tf_types, host->tensor_dtype(t), &tf)) {
-        host->error_set(err, "ERR unsupported input type");
+        host->error_set(err, RAI_ERR_UNSUPPORTED_INPUT_TYPE);
         return NULL;
     }
     if (tf == TF_STRING) {
@@ -124,7 +125,7 @@ static RAI_Tensor *string_tensor_to_core(TF_Tensor *tft, const int64_t *dims, in
     size_t *lens = host->alloc((n ? n : 1) * sizeof(*lens));
     RAI_Tensor *t = NULL;
     if (!ptrs || !lens) {
-        host->error_set(err, "ERR out of memory converting a STRING output");
+        host->error_set(err, RAI_ERR_OOM_STRING_OUTPUT);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -133,7 +134,7 @@ static RAI_Tensor *string_tensor_to_core(TF_Tensor *tft, const int64_t *dims, in
     }
     t = host->tensor_create_strings(dims, ndims, ptrs, lens);
     if (!t) {
-        host->error_set(err, "ERR could not create a STRING output tensor");
+        host->error_set(err, RAI_ERR_STRING_OUTPUT_TENSOR);
     }
 done:
     host->free(ptrs);
@@ -146,7 +147,7 @@ RAI_Tensor *tf_tensor_to_core(TF_Tensor *tft, RAI_Error *err) {
     RAI_DType dt;
     if (!RAI_DTypeFromFramework(tf_types, TF_TensorType(tft), &dt)) {
         TF_DeleteTensor(tft);
-        host->error_set(err, "ERR unsupported output type");
+        host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
         return NULL;
     }
 
@@ -158,7 +159,7 @@ RAI_Tensor *tf_tensor_to_core(TF_Tensor *tft, RAI_Error *err) {
         dims = host->alloc((size_t)ndims * sizeof(*dims));
         if (!dims) {
             TF_DeleteTensor(tft);
-            host->error_set(err, "ERR out of memory converting an output");
+            host->error_set(err, RAI_ERR_OOM_OUTPUT);
             return NULL;
         }
     }
@@ -175,7 +176,7 @@ RAI_Tensor *tf_tensor_to_core(TF_Tensor *tft, RAI_Error *err) {
         if (!t) {
             /* A failed adopt leaves the memory with us. */
             TF_DeleteTensor(tft);
-            host->error_set(err, "ERR could not create an output tensor");
+            host->error_set(err, RAI_ERR_OUTPUT_TENSOR);
         }
     }
 

@@ -18,6 +18,7 @@
 #include "common/backend_threads.h"
 #include "common/rai_dtype.h"
 #include "common/rai_entry.h"
+#include "redisai/reply_texts.h"
 
 #include <c10/core/InferenceMode.h>
 #include <c10/core/CPUAllocator.h>
@@ -163,11 +164,11 @@ c10::Device device_for(RAI_DeviceKind kind, int64_t device_id) {
             throw std::runtime_error("GPU requested but Torch couldn't find CUDA");
         }
         if (device_id > INT8_MAX) {
-            throw std::runtime_error("ERR unsupported device");
+            throw std::runtime_error(RAI_ERR_UNSUPPORTED_DEVICE);
         }
         return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_id < 0 ? 0 : device_id));
     }
-    throw std::runtime_error("ERR unsupported device");
+    throw std::runtime_error(RAI_ERR_UNSUPPORTED_DEVICE);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -286,7 +287,7 @@ RAI_Tensor *tensor_to_core(const at::Tensor &t) {
 
     RAI_DType dt;
     if (!RAI_DTypeFromFramework(torch_types.data(), static_cast<int>(c.scalar_type()), &dt)) {
-        throw std::runtime_error(std::string("ERR unsupported output type ") +
+        throw std::runtime_error(std::string(RAI_ERR_UNSUPPORTED_OUTPUT_TYPE " ") +
                                  c10::toString(c.scalar_type()));
     }
     auto holder = std::make_unique<at::Tensor>(std::move(c));
@@ -297,7 +298,7 @@ RAI_Tensor *tensor_to_core(const at::Tensor &t) {
         dt, holder->sizes().data(), static_cast<int>(holder->dim()), data,
         holder->nbytes(), delete_tensor_holder, holder.get());
     if (!out) {
-        throw std::runtime_error("ERR could not create an output tensor");
+        throw std::runtime_error(RAI_ERR_OUTPUT_TENSOR);
     }
     holder.release(); /* the core's now */
     return out;
@@ -470,7 +471,7 @@ int torch_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *in
     return guarded<int>(err, -1, [&]() -> int {
         auto *m = static_cast<TorchModel *>(handle);
         if (ninputs != m->ninputs) {
-            set_error(err, "Number of keys given as INPUTS here does not match model definition");
+            set_error(err, RAI_ERR_INPUT_KEYS);
             return -1;
         }
         prepare_worker_thread();
@@ -492,7 +493,7 @@ int torch_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *in
             return -1;
         }
         if (outs.size() != noutputs) {
-            set_error(err, "ERR Model did not generate the expected number of outputs");
+            set_error(err, RAI_ERR_OUTPUT_COUNT);
             return -1;
         }
         for (size_t i = 0; i < noutputs; i++) {

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "fault_backend.h"
+#include "redisai/reply_texts.h"
 
 #define FAULT_MAX_TENSORS 16
 #define FAULT_DEFAULT_ERROR "ERR fault backend: injected error"
@@ -475,12 +476,11 @@ int fault_model_run(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inp
     const RAI_HostApi *host = fault.host;
     FaultModel *m = model;
     if (ninputs != m->ninputs) {
-        host->error_set(err, "Number of keys given as INPUTS here does not match model definition");
+        host->error_set(err, RAI_ERR_INPUT_KEYS);
         return -1;
     }
     if (noutputs != m->noutputs) {
-        host->error_set(err,
-                        "Number of keys given as OUTPUTS here does not match model definition");
+        host->error_set(err, RAI_ERR_OUTPUT_KEYS);
         return -1;
     }
     if (m->probe) {
