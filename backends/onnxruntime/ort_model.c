@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/backend_threads.h"
+#include "common/rai_run.h"
 #include "onnxruntime/ort_allocator.h"
 #include "onnxruntime/ort_backend.h"
 #include "onnxruntime/ort_external.h"
@@ -273,12 +274,7 @@ int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inpu
     const OrtApi *api = ort.api;
     OrtModel *m = handle;
     /* The core checks counts before queueing; this guards the arrays below. */
-    if (ninputs != m->ninputs) {
-        host->error_set(err, RAI_ERR_INPUT_KEYS);
-        return -1;
-    }
-    if (noutputs != m->noutputs) {
-        host->error_set(err, RAI_ERR_OUTPUT_KEYS);
+    if (RAI_CheckRunCounts(host, err, ninputs, m->ninputs, noutputs, m->noutputs) != 0) {
         return -1;
     }
     /* As in RedisAI 1.2: MODEL_EXECUTION_TIMEOUT is kept for runs of the

@@ -13,6 +13,7 @@
 
 #include "common/backend_threads.h"
 #include "common/rai_entry.h"
+#include "common/rai_run.h"
 #include "redisai/backend_abi.h"
 #include "redisai/reply_texts.h"
 #include "tensorflow/c/c_api.h"
@@ -275,12 +276,7 @@ static int tf_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const
     (void)info;
     TFModel *m = handle;
     /* The core checks counts before queueing; this guards the arrays below. */
-    if (ninputs != m->ninputs) {
-        host->error_set(err, RAI_ERR_INPUT_KEYS);
-        return -1;
-    }
-    if (noutputs != m->noutputs) {
-        host->error_set(err, RAI_ERR_OUTPUT_KEYS);
+    if (RAI_CheckRunCounts(host, err, ninputs, m->ninputs, noutputs, m->noutputs) != 0) {
         return -1;
     }
 
