@@ -356,7 +356,7 @@ def test_note_survives_gc_sections_and_version_script(srv, c, tmp_path):
     from the note), not for a missing note."""
     so = tmp_path / "gc.so"
     _cc("-o", str(so), "-ffunction-sections", "-fdata-sections", "-Wl,--gc-sections",
-        f"-Wl,--version-script={ROOT / 'backends' / 'backend.map'}",
+        f"-Wl,--version-script={ROOT / 'backends' / 'common' / 'backend.map'}",
         str(FIXTURES / "onnx_kind.c"))
     refused(srv, c, "TF", so, "file is a ONNX backend, not TF")
     # The same with the entry left hidden: it is not exported, so it is no backend.

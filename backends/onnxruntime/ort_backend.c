@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/rai_entry.h"
 #include "redisai/backend_abi.h"
 #include "onnxruntime/ort_allocator.h"
 #include "onnxruntime/ort_backend.h"
@@ -168,29 +169,8 @@ fail:
     return refuse(errbuf, errlen, why, status);
 }
 
-__attribute__((visibility("default"))) const RAI_BackendDescriptor *
-RAI_BackendEntry(const RAI_HostApi *h, char *errbuf, size_t errlen);
-
-_Static_assert(__builtin_types_compatible_p(__typeof__(&RAI_BackendEntry), RAI_BackendEntryFn),
-               "RAI_BackendEntry must match RAI_BackendEntryFn");
-
-const RAI_BackendDescriptor *RAI_BackendEntry(const RAI_HostApi *h, char *errbuf,
-                                              size_t errlen) {
-    if (!h) {
-        return refuse(errbuf, errlen, "no host API given", NULL);
-    }
-    if (h->abi_major != RAI_ABI_MAJOR) {
-        if (errbuf && errlen) {
-            snprintf(errbuf, errlen, "host ABI major %u, backend needs %d", (unsigned)h->abi_major,
-                     RAI_ABI_MAJOR);
-        }
-        return NULL;
-    }
-    if (h->size < RAI_HOST_API_SIZE_1_0) {
-        if (errbuf && errlen) {
-            snprintf(errbuf, errlen, "host API table has %u bytes, backend needs at least %zu",
-                     (unsigned)h->size, (size_t)RAI_HOST_API_SIZE_1_0);
-        }
+RAI_BACKEND_ENTRY(h, errbuf, errlen) {
+    if (RAI_CheckHost(h, RAI_HOST_API_SIZE_1_0, "backend", NULL, errbuf, errlen) != 0) {
         return NULL;
     }
     /* A second call (the core retrying a load) reuses the first one's state:

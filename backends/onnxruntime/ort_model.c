@@ -14,12 +14,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend_threads.h"
+#include "common/backend_threads.h"
+#include "common/rai_run.h"
 #include "onnxruntime/ort_allocator.h"
 #include "onnxruntime/ort_backend.h"
 #include "onnxruntime/ort_external.h"
 #include "onnxruntime/ort_tensor.h"
 #include "onnxruntime/ort_watchdog.h"
+#include "redisai/reply_texts.h"
 
 typedef struct OrtModel {
     OrtSession *session;
@@ -216,7 +218,7 @@ void *ort_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Err
         return NULL;
     }
     if (spec->device != RAI_DEVICE_CPU && spec->device != RAI_DEVICE_GPU) {
-        host->error_set(err, "ERR unsupported device");
+        host->error_set(err, RAI_ERR_UNSUPPORTED_DEVICE);
         return NULL;
     }
     /* Before ORT parses anything: it would stat and read the files. */
@@ -272,13 +274,7 @@ int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inpu
     const OrtApi *api = ort.api;
     OrtModel *m = handle;
     /* The core checks counts before queueing; this guards the arrays below. */
-    if (ninputs != m->ninputs) {
-        host->error_set(err, "Number of keys given as INPUTS here does not match model definition");
-        return -1;
-    }
-    if (noutputs != m->noutputs) {
-        host->error_set(err,
-                        "Number of keys given as OUTPUTS here does not match model definition");
+    if (RAI_CheckRunCounts(host, err, ninputs, m->ninputs, noutputs, m->noutputs) != 0) {
         return -1;
     }
     /* As in RedisAI 1.2: MODEL_EXECUTION_TIMEOUT is kept for runs of the
@@ -330,7 +326,7 @@ int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inpu
         OrtValue *value = out[i];
         out[i] = NULL; /* ort_tensor_to_core owns it from here, on every path */
         if (!value) {
-            host->error_set(err, "ERR Model did not generate the expected number of outputs");
+            host->error_set(err, RAI_ERR_OUTPUT_COUNT);
             goto done;
         }
         outputs[i] = ort_tensor_to_core(value, inputs, ninputs, err);

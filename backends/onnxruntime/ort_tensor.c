@@ -18,49 +18,26 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Every pairing, both ways. The core names only some of these; half,
- * bfloat16 and uint32/64 still travel as BLOB. */
-static const struct {
-    ONNXTensorElementDataType ort;
-    RAI_DType dt;
-} dtype_map[] = {
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, {.code = RAI_DTYPE_FLOAT, .bits = 32}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE, {.code = RAI_DTYPE_FLOAT, .bits = 64}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16, {.code = RAI_DTYPE_FLOAT, .bits = 16}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16, {.code = RAI_DTYPE_BFLOAT, .bits = 16}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8, {.code = RAI_DTYPE_INT, .bits = 8}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16, {.code = RAI_DTYPE_INT, .bits = 16}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32, {.code = RAI_DTYPE_INT, .bits = 32}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64, {.code = RAI_DTYPE_INT, .bits = 64}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8, {.code = RAI_DTYPE_UINT, .bits = 8}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16, {.code = RAI_DTYPE_UINT, .bits = 16}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32, {.code = RAI_DTYPE_UINT, .bits = 32}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64, {.code = RAI_DTYPE_UINT, .bits = 64}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL, {.code = RAI_DTYPE_BOOL, .bits = 8}},
-    {ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING, {.code = RAI_DTYPE_STRING, .bits = 8}},
+#include "common/rai_dtype.h"
+#include "redisai/reply_texts.h"
+
+/* ONNX Runtime's column of rai_dtype.h: ORT has every type of the list. */
+static const int ort_types[RAI_DTYPE_ID_COUNT] = {
+    [RAI_DTYPE_ID_FLOAT32] = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,
+    [RAI_DTYPE_ID_FLOAT64] = ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE,
+    [RAI_DTYPE_ID_FLOAT16] = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16,
+    [RAI_DTYPE_ID_BFLOAT16] = ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16,
+    [RAI_DTYPE_ID_INT8] = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8,
+    [RAI_DTYPE_ID_INT16] = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16,
+    [RAI_DTYPE_ID_INT32] = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32,
+    [RAI_DTYPE_ID_INT64] = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64,
+    [RAI_DTYPE_ID_UINT8] = ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8,
+    [RAI_DTYPE_ID_UINT16] = ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16,
+    [RAI_DTYPE_ID_UINT32] = ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32,
+    [RAI_DTYPE_ID_UINT64] = ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64,
+    [RAI_DTYPE_ID_BOOL] = ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL,
+    [RAI_DTYPE_ID_STRING] = ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING,
 };
-
-#define DTYPE_MAP_LEN (sizeof(dtype_map) / sizeof(dtype_map[0]))
-
-static int ort_type_of(RAI_DType dt, ONNXTensorElementDataType *out) {
-    for (size_t i = 0; i < DTYPE_MAP_LEN; i++) {
-        if (dtype_map[i].dt.code == dt.code && dtype_map[i].dt.bits == dt.bits) {
-            *out = dtype_map[i].ort;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static int core_type_of(ONNXTensorElementDataType ort_type, RAI_DType *out) {
-    for (size_t i = 0; i < DTYPE_MAP_LEN; i++) {
-        if (dtype_map[i].ort == ort_type) {
-            *out = dtype_map[i].dt;
-            return 1;
-        }
-    }
-    return 0;
-}
 
 /* ---------------------------------------------------------------------- */
 /* Inputs */
@@ -71,7 +48,7 @@ static OrtValue *string_value_from_core(RAI_Tensor *t, RAI_Error *err) {
     /* alloc(0) may legitimately return NULL; one slot keeps NULL meaning OOM. */
     const char **elems = host->alloc((n ? n : 1) * sizeof(*elems));
     if (!elems) {
-        host->error_set(err, "ERR out of memory converting a STRING tensor");
+        host->error_set(err, RAI_ERR_OOM_STRING_INPUT);
         return NULL;
     }
     /* The core's elements are NUL-terminated, which is what FillStringTensor
@@ -97,9 +74,9 @@ static OrtValue *string_value_from_core(RAI_Tensor *t, RAI_Error *err) {
 
 OrtValue *ort_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
     const RAI_HostApi *host = ort.host;
-    ONNXTensorElementDataType type;
-    if (!ort_type_of(host->tensor_dtype(t), &type)) {
-        host->error_set(err, "ERR unsupported input type");
+    int type;
+    if (!RAI_DTypeToFramework(ort_types, host->tensor_dtype(t), &type)) {
+        host->error_set(err, RAI_ERR_UNSUPPORTED_INPUT_TYPE);
         return NULL;
     }
     if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING) {
@@ -108,7 +85,8 @@ OrtValue *ort_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
     OrtValue *value = NULL;
     if (ort_failed(ort.api->CreateTensorWithDataAsOrtValue(
                        ort.cpu_memory, host->tensor_data(t), host->tensor_byte_size(t),
-                       host->tensor_dims(t), (size_t)host->tensor_ndims(t), type, &value),
+                       host->tensor_dims(t), (size_t)host->tensor_ndims(t),
+                       (ONNXTensorElementDataType)type, &value),
                    err)) {
         return NULL;
     }
@@ -132,7 +110,7 @@ static RAI_Tensor *string_tensor_to_core(OrtValue *value, const int64_t *dims, i
     const char **ptrs = host->alloc((n ? n : 1) * sizeof(*ptrs));
     size_t *lens = host->alloc((n ? n : 1) * sizeof(*lens));
     if (!offsets || !ptrs || !lens) {
-        host->error_set(err, "ERR out of memory converting a STRING output");
+        host->error_set(err, RAI_ERR_OOM_STRING_OUTPUT);
         goto done;
     }
     if (ort_failed(ort.api->GetStringTensorDataLength(value, &total), err)) {
@@ -140,7 +118,7 @@ static RAI_Tensor *string_tensor_to_core(OrtValue *value, const int64_t *dims, i
     }
     chars = host->alloc(total ? total : 1);
     if (!chars) {
-        host->error_set(err, "ERR out of memory converting a STRING output");
+        host->error_set(err, RAI_ERR_OOM_STRING_OUTPUT);
         goto done;
     }
     if (ort_failed(ort.api->GetStringTensorContent(value, chars, total, offsets, n), err)) {
@@ -155,7 +133,7 @@ static RAI_Tensor *string_tensor_to_core(OrtValue *value, const int64_t *dims, i
     }
     t = host->tensor_create_strings(dims, ndims, ptrs, lens);
     if (!t) {
-        host->error_set(err, "ERR could not create a STRING output tensor");
+        host->error_set(err, RAI_ERR_STRING_OUTPUT_TENSOR);
     }
 done:
     host->free(chars);
@@ -205,7 +183,7 @@ static RAI_Tensor *numeric_tensor_to_core(OrtValue *value, RAI_DType dt, const i
         }
     }
     if (!t) {
-        host->error_set(err, "ERR could not create an output tensor");
+        host->error_set(err, RAI_ERR_OUTPUT_TENSOR);
     }
     return t;
 }
@@ -223,7 +201,7 @@ static OrtValue *map_values(OrtValue *seq, size_t i, RAI_Error *err) {
         goto done;
     }
     if (kind != ONNX_TYPE_MAP) {
-        ort.host->error_set(err, "ERR unsupported output type");
+        ort.host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
         goto done;
     }
     /* A map value is the pair (keys, values), index 1 the values, in the
@@ -251,7 +229,7 @@ static RAI_Tensor *map_sequence_to_core(OrtValue *seq, RAI_Error *err) {
         goto done;
     }
     if (rows > INT_MAX) {
-        host->error_set(err, "ERR unsupported output type");
+        host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
         goto done;
     }
     for (size_t i = 0; i < rows; i++) {
@@ -270,8 +248,9 @@ static RAI_Tensor *map_sequence_to_core(OrtValue *seq, RAI_Error *err) {
         if (info) {
             api->ReleaseTensorTypeAndShapeInfo(info);
         }
-        if (ok && (!core_type_of(type, &row_dt) || row_dt.code == RAI_DTYPE_STRING)) {
-            host->error_set(err, "ERR unsupported output type");
+        if (ok && (!RAI_DTypeFromFramework(ort_types, type, &row_dt) ||
+                   row_dt.code == RAI_DTYPE_STRING)) {
+            host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
             ok = 0;
         }
         if (ok && i == 0) {
@@ -282,7 +261,7 @@ static RAI_Tensor *map_sequence_to_core(OrtValue *seq, RAI_Error *err) {
             int64_t dims[2] = {(int64_t)rows, (int64_t)cols};
             t = host->tensor_create(dt, dims, 2);
             if (!t) {
-                host->error_set(err, "ERR could not create an output tensor");
+                host->error_set(err, RAI_ERR_OUTPUT_TENSOR);
                 ok = 0;
             }
         } else if (ok && (n != cols || row_dt.code != dt.code || row_dt.bits != dt.bits)) {
@@ -305,7 +284,7 @@ static RAI_Tensor *map_sequence_to_core(OrtValue *seq, RAI_Error *err) {
         int64_t dims[2] = {0, 0};
         t = host->tensor_create(dt, dims, 2);
         if (!t) {
-            host->error_set(err, "ERR could not create an output tensor");
+            host->error_set(err, RAI_ERR_OUTPUT_TENSOR);
         }
     }
     goto done;
@@ -342,7 +321,7 @@ RAI_Tensor *ort_tensor_to_core(OrtValue *value, RAI_Tensor *const *inputs, size_
     }
     /* Other sequences, maps, sparse tensors and optionals have no core form. */
     if (kind != ONNX_TYPE_TENSOR) {
-        host->error_set(err, "ERR unsupported output type");
+        host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
         goto fail;
     }
     if (ort_failed(api->GetTensorTypeAndShape(value, &info), err) ||
@@ -351,14 +330,14 @@ RAI_Tensor *ort_tensor_to_core(OrtValue *value, RAI_Tensor *const *inputs, size_
         ort_failed(api->GetTensorShapeElementCount(info, &n), err)) {
         goto fail;
     }
-    if (!core_type_of(type, &dt)) {
-        host->error_set(err, "ERR unsupported output type");
+    if (!RAI_DTypeFromFramework(ort_types, type, &dt)) {
+        host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
         goto fail;
     }
     if (ndims > sizeof(small) / sizeof(small[0])) {
         dims = host->alloc(ndims * sizeof(*dims));
         if (!dims) {
-            host->error_set(err, "ERR out of memory converting an output");
+            host->error_set(err, RAI_ERR_OOM_OUTPUT);
             goto fail;
         }
     }

@@ -11,8 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend_threads.h"
+#include "common/backend_threads.h"
+#include "common/rai_entry.h"
+#include "common/rai_run.h"
 #include "redisai/backend_abi.h"
+#include "redisai/reply_texts.h"
 #include "tensorflow/c/c_api.h"
 #include "tensorflow/tf_convert.h"
 
@@ -189,7 +192,7 @@ static void *tf_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, R
         return NULL;
     }
     if (spec->device != RAI_DEVICE_CPU && spec->device != RAI_DEVICE_GPU) {
-        host->error_set(err, "ERR unsupported device");
+        host->error_set(err, RAI_ERR_UNSUPPORTED_DEVICE);
         return NULL;
     }
 
@@ -273,13 +276,7 @@ static int tf_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const
     (void)info;
     TFModel *m = handle;
     /* The core checks counts before queueing; this guards the arrays below. */
-    if (ninputs != m->ninputs) {
-        host->error_set(err, "Number of keys given as INPUTS here does not match model definition");
-        return -1;
-    }
-    if (noutputs != m->noutputs) {
-        host->error_set(err,
-                        "Number of keys given as OUTPUTS here does not match model definition");
+    if (RAI_CheckRunCounts(host, err, ninputs, m->ninputs, noutputs, m->noutputs) != 0) {
         return -1;
     }
 
@@ -311,7 +308,7 @@ static int tf_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const
 
     for (size_t i = 0; i < noutputs; i++) {
         if (!out[i]) {
-            host->error_set(err, "ERR Model did not generate the expected number of outputs");
+            host->error_set(err, RAI_ERR_OUTPUT_COUNT);
             goto done;
         }
         TF_Tensor *tft = out[i];
@@ -354,32 +351,8 @@ static RAI_BackendDescriptor descriptor = {
     .model_run = tf_model_run,
 };
 
-__attribute__((visibility("default"))) const RAI_BackendDescriptor *
-RAI_BackendEntry(const RAI_HostApi *h, char *errbuf, size_t errlen);
-
-_Static_assert(__builtin_types_compatible_p(__typeof__(&RAI_BackendEntry), RAI_BackendEntryFn),
-               "RAI_BackendEntry must match RAI_BackendEntryFn");
-
-const RAI_BackendDescriptor *RAI_BackendEntry(const RAI_HostApi *h, char *errbuf,
-                                              size_t errlen) {
-    if (!h) {
-        if (errbuf && errlen) {
-            snprintf(errbuf, errlen, "no host API given");
-        }
-        return NULL;
-    }
-    if (h->abi_major != RAI_ABI_MAJOR) {
-        if (errbuf && errlen) {
-            snprintf(errbuf, errlen, "host ABI major %u, backend needs %d", (unsigned)h->abi_major,
-                     RAI_ABI_MAJOR);
-        }
-        return NULL;
-    }
-    if (h->size < RAI_HOST_API_SIZE_1_0) {
-        if (errbuf && errlen) {
-            snprintf(errbuf, errlen, "host API table has %u bytes, backend needs at least %zu",
-                     (unsigned)h->size, (size_t)RAI_HOST_API_SIZE_1_0);
-        }
+RAI_BACKEND_ENTRY(h, errbuf, errlen) {
+    if (RAI_CheckHost(h, RAI_HOST_API_SIZE_1_0, "backend", NULL, errbuf, errlen) != 0) {
         return NULL;
     }
     host = h;

@@ -16,55 +16,25 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/rai_dtype.h"
+#include "redisai/reply_texts.h"
+
 static const RAI_HostApi *host;
 
 void tf_tensor_init(const RAI_HostApi *h) {
     host = h;
 }
 
-/* Every pairing, both ways. The core names only some of these; the rest
- * (half, bfloat16, uint32/64) still travel as BLOB. */
-static const struct {
-    TF_DataType tf;
-    RAI_DType dt;
-} dtype_map[] = {
-    {TF_FLOAT, {.code = RAI_DTYPE_FLOAT, .bits = 32}},
-    {TF_DOUBLE, {.code = RAI_DTYPE_FLOAT, .bits = 64}},
-    {TF_HALF, {.code = RAI_DTYPE_FLOAT, .bits = 16}},
-    {TF_BFLOAT16, {.code = RAI_DTYPE_BFLOAT, .bits = 16}},
-    {TF_INT8, {.code = RAI_DTYPE_INT, .bits = 8}},
-    {TF_INT16, {.code = RAI_DTYPE_INT, .bits = 16}},
-    {TF_INT32, {.code = RAI_DTYPE_INT, .bits = 32}},
-    {TF_INT64, {.code = RAI_DTYPE_INT, .bits = 64}},
-    {TF_UINT8, {.code = RAI_DTYPE_UINT, .bits = 8}},
-    {TF_UINT16, {.code = RAI_DTYPE_UINT, .bits = 16}},
-    {TF_UINT32, {.code = RAI_DTYPE_UINT, .bits = 32}},
-    {TF_UINT64, {.code = RAI_DTYPE_UINT, .bits = 64}},
-    {TF_BOOL, {.code = RAI_DTYPE_BOOL, .bits = 8}},
-    {TF_STRING, {.code = RAI_DTYPE_STRING, .bits = 8}},
+/* TensorFlow's column of rai_dtype.h: TF has every type of the list. */
+static const int tf_types[RAI_DTYPE_ID_COUNT] = {
+    [RAI_DTYPE_ID_FLOAT32] = TF_FLOAT,   [RAI_DTYPE_ID_FLOAT64] = TF_DOUBLE,
+    [RAI_DTYPE_ID_FLOAT16] = TF_HALF,    [RAI_DTYPE_ID_BFLOAT16] = TF_BFLOAT16,
+    [RAI_DTYPE_ID_INT8] = TF_INT8,       [RAI_DTYPE_ID_INT16] = TF_INT16,
+    [RAI_DTYPE_ID_INT32] = TF_INT32,     [RAI_DTYPE_ID_INT64] = TF_INT64,
+    [RAI_DTYPE_ID_UINT8] = TF_UINT8,     [RAI_DTYPE_ID_UINT16] = TF_UINT16,
+    [RAI_DTYPE_ID_UINT32] = TF_UINT32,   [RAI_DTYPE_ID_UINT64] = TF_UINT64,
+    [RAI_DTYPE_ID_BOOL] = TF_BOOL,       [RAI_DTYPE_ID_STRING] = TF_STRING,
 };
-
-#define DTYPE_MAP_LEN (sizeof(dtype_map) / sizeof(dtype_map[0]))
-
-static int tf_type_of(RAI_DType dt, TF_DataType *out) {
-    for (size_t i = 0; i < DTYPE_MAP_LEN; i++) {
-        if (dtype_map[i].dt.code == dt.code && dtype_map[i].dt.bits == dt.bits) {
-            *out = dtype_map[i].tf;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static int core_type_of(TF_DataType tf, RAI_DType *out) {
-    for (size_t i = 0; i < DTYPE_MAP_LEN; i++) {
-        if (dtype_map[i].tf == tf) {
-            *out = dtype_map[i].dt;
-            return 1;
-        }
-    }
-    return 0;
-}
 
 /* Runs when TF drops its last use of a core buffer: at TF_DeleteTensor of
  * the input, when an output sharing the buffer goes, or at once if
@@ -93,7 +63,7 @@ static TF_Tensor *string_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
     /* alloc(0) may legitimately return NULL; one slot keeps NULL meaning OOM. */
     TF_TString *elems = host->alloc((n ? n : 1) * sizeof(TF_TString));
     if (!elems) {
-        host->error_set(err, "ERR out of memory converting a STRING tensor");
+        host->error_set(err, RAI_ERR_OOM_STRING_INPUT);
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
@@ -118,21 +88,21 @@ static TF_Tensor *string_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
 #define TF_MAX_DIMS 254
 
 TF_Tensor *tf_tensor_from_core(RAI_Tensor *t, RAI_Error *err) {
-    TF_DataType tf;
+    int tf;
     if (host->tensor_ndims(t) > TF_MAX_DIMS) {
         host->error_set(err, "ERR TF: an input tensor has more dimensions than TensorFlow "
                              "accepts (254)");
         return NULL;
     }
-    if (!tf_type_of(host->tensor_dtype(t), &tf)) {
-        host->error_set(err, "ERR unsupported input type");
+    if (!RAI_DTypeToFramework(tf_types, host->tensor_dtype(t), &tf)) {
+        host->error_set(err, RAI_ERR_UNSUPPORTED_INPUT_TYPE);
         return NULL;
     }
     if (tf == TF_STRING) {
         return string_tensor_from_core(t, err);
     }
     RAI_Tensor *ref = host->tensor_retain(t);
-    TF_Tensor *tft = TF_NewTensor(tf, host->tensor_dims(t), host->tensor_ndims(t),
+    TF_Tensor *tft = TF_NewTensor((TF_DataType)tf, host->tensor_dims(t), host->tensor_ndims(t),
                                   host->tensor_data(t), host->tensor_byte_size(t),
                                   core_buffer_release, ref);
     if (!tft) {
@@ -155,7 +125,7 @@ static RAI_Tensor *string_tensor_to_core(TF_Tensor *tft, const int64_t *dims, in
     size_t *lens = host->alloc((n ? n : 1) * sizeof(*lens));
     RAI_Tensor *t = NULL;
     if (!ptrs || !lens) {
-        host->error_set(err, "ERR out of memory converting a STRING output");
+        host->error_set(err, RAI_ERR_OOM_STRING_OUTPUT);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -164,7 +134,7 @@ static RAI_Tensor *string_tensor_to_core(TF_Tensor *tft, const int64_t *dims, in
     }
     t = host->tensor_create_strings(dims, ndims, ptrs, lens);
     if (!t) {
-        host->error_set(err, "ERR could not create a STRING output tensor");
+        host->error_set(err, RAI_ERR_STRING_OUTPUT_TENSOR);
     }
 done:
     host->free(ptrs);
@@ -175,9 +145,9 @@ done:
 
 RAI_Tensor *tf_tensor_to_core(TF_Tensor *tft, RAI_Error *err) {
     RAI_DType dt;
-    if (!core_type_of(TF_TensorType(tft), &dt)) {
+    if (!RAI_DTypeFromFramework(tf_types, TF_TensorType(tft), &dt)) {
         TF_DeleteTensor(tft);
-        host->error_set(err, "ERR unsupported output type");
+        host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
         return NULL;
     }
 
@@ -189,7 +159,7 @@ RAI_Tensor *tf_tensor_to_core(TF_Tensor *tft, RAI_Error *err) {
         dims = host->alloc((size_t)ndims * sizeof(*dims));
         if (!dims) {
             TF_DeleteTensor(tft);
-            host->error_set(err, "ERR out of memory converting an output");
+            host->error_set(err, RAI_ERR_OOM_OUTPUT);
             return NULL;
         }
     }
@@ -206,7 +176,7 @@ RAI_Tensor *tf_tensor_to_core(TF_Tensor *tft, RAI_Error *err) {
         if (!t) {
             /* A failed adopt leaves the memory with us. */
             TF_DeleteTensor(tft);
-            host->error_set(err, "ERR could not create an output tensor");
+            host->error_set(err, RAI_ERR_OUTPUT_TENSOR);
         }
     }
 

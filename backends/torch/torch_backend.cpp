@@ -15,7 +15,10 @@
  */
 #include "torch/torch_backend.h"
 
-#include "backend_threads.h"
+#include "common/backend_threads.h"
+#include "common/rai_dtype.h"
+#include "common/rai_entry.h"
+#include "redisai/reply_texts.h"
 
 #include <c10/core/InferenceMode.h>
 #include <c10/core/CPUAllocator.h>
@@ -23,6 +26,7 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -160,11 +164,11 @@ c10::Device device_for(RAI_DeviceKind kind, int64_t device_id) {
             throw std::runtime_error("GPU requested but Torch couldn't find CUDA");
         }
         if (device_id > INT8_MAX) {
-            throw std::runtime_error("ERR unsupported device");
+            throw std::runtime_error(RAI_ERR_UNSUPPORTED_DEVICE);
         }
         return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_id < 0 ? 0 : device_id));
     }
-    throw std::runtime_error("ERR unsupported device");
+    throw std::runtime_error(RAI_ERR_UNSUPPORTED_DEVICE);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -172,22 +176,26 @@ c10::Device device_for(RAI_DeviceKind kind, int64_t device_id) {
 
 namespace {
 
-struct DTypePair {
-    at::ScalarType st;
-    RAI_DType dt;
-};
-
-/* Every pairing, both ways. The core's tensor layer names only some of
- * these; the rest (half, bfloat16, uint32/64) still travel as BLOB. */
-constexpr DTypePair dtype_map[] = {
-    {at::kFloat, {RAI_DTYPE_FLOAT, 32}},    {at::kDouble, {RAI_DTYPE_FLOAT, 64}},
-    {at::kHalf, {RAI_DTYPE_FLOAT, 16}},     {at::kBFloat16, {RAI_DTYPE_BFLOAT, 16}},
-    {at::kChar, {RAI_DTYPE_INT, 8}},        {at::kShort, {RAI_DTYPE_INT, 16}},
-    {at::kInt, {RAI_DTYPE_INT, 32}},        {at::kLong, {RAI_DTYPE_INT, 64}},
-    {at::kByte, {RAI_DTYPE_UINT, 8}},       {at::kUInt16, {RAI_DTYPE_UINT, 16}},
-    {at::kUInt32, {RAI_DTYPE_UINT, 32}},    {at::kUInt64, {RAI_DTYPE_UINT, 64}},
-    {at::kBool, {RAI_DTYPE_BOOL, 8}},
-};
+/* libtorch's column of rai_dtype.h. No STRING: libtorch has no such
+ * tensors, and refuses one as an input below. */
+constexpr std::array<int, RAI_DTYPE_ID_COUNT> torch_types = [] {
+    std::array<int, RAI_DTYPE_ID_COUNT> c{};
+    c.fill(RAI_DTYPE_NO_TYPE);
+    c[RAI_DTYPE_ID_FLOAT32] = static_cast<int>(at::kFloat);
+    c[RAI_DTYPE_ID_FLOAT64] = static_cast<int>(at::kDouble);
+    c[RAI_DTYPE_ID_FLOAT16] = static_cast<int>(at::kHalf);
+    c[RAI_DTYPE_ID_BFLOAT16] = static_cast<int>(at::kBFloat16);
+    c[RAI_DTYPE_ID_INT8] = static_cast<int>(at::kChar);
+    c[RAI_DTYPE_ID_INT16] = static_cast<int>(at::kShort);
+    c[RAI_DTYPE_ID_INT32] = static_cast<int>(at::kInt);
+    c[RAI_DTYPE_ID_INT64] = static_cast<int>(at::kLong);
+    c[RAI_DTYPE_ID_UINT8] = static_cast<int>(at::kByte);
+    c[RAI_DTYPE_ID_UINT16] = static_cast<int>(at::kUInt16);
+    c[RAI_DTYPE_ID_UINT32] = static_cast<int>(at::kUInt32);
+    c[RAI_DTYPE_ID_UINT64] = static_cast<int>(at::kUInt64);
+    c[RAI_DTYPE_ID_BOOL] = static_cast<int>(at::kBool);
+    return c;
+}();
 
 /* libtorch's own DLPack wording (ATen/DLConvertor.cpp), which is what
  * RedisAI 1.2 replied: `Unsupported kUInt bits 32`, `Unsupported code 7`. */
@@ -234,14 +242,8 @@ void copy_on_first_write(c10::StorageImpl *s) {
 
 at::Tensor tensor_from_core(RAI_Tensor *t, bool take_reference) {
     RAI_DType dt = host->tensor_dtype(t);
-    const DTypePair *pair = nullptr;
-    for (const auto &p : dtype_map) {
-        if (p.dt.code == dt.code && p.dt.bits == dt.bits) {
-            pair = &p;
-            break;
-        }
-    }
-    if (!pair) {
+    int st;
+    if (!RAI_DTypeToFramework(torch_types.data(), dt, &st)) {
         if (take_reference) {
             host->tensor_release(t);
         }
@@ -264,7 +266,7 @@ at::Tensor tensor_from_core(RAI_Tensor *t, bool take_reference) {
     at::Tensor x =
         at::for_blob(host->tensor_data(t), at::IntArrayRef(dims, static_cast<size_t>(ndims)))
             .context(ref, release_core_tensor)
-            .options(at::TensorOptions().dtype(pair->st).device(c10::kCPU))
+            .options(at::TensorOptions().dtype(static_cast<at::ScalarType>(st)).device(c10::kCPU))
             .make_tensor();
     x.storage().unsafeGetStorageImpl()->set_materializer(copy_on_first_write);
     return x;
@@ -283,15 +285,9 @@ RAI_Tensor *tensor_to_core(const at::Tensor &t) {
     }
     c = c.resolve_conj().resolve_neg().contiguous();
 
-    const DTypePair *pair = nullptr;
-    for (const auto &p : dtype_map) {
-        if (p.st == c.scalar_type()) {
-            pair = &p;
-            break;
-        }
-    }
-    if (!pair) {
-        throw std::runtime_error(std::string("ERR unsupported output type ") +
+    RAI_DType dt;
+    if (!RAI_DTypeFromFramework(torch_types.data(), static_cast<int>(c.scalar_type()), &dt)) {
+        throw std::runtime_error(std::string(RAI_ERR_UNSUPPORTED_OUTPUT_TYPE " ") +
                                  c10::toString(c.scalar_type()));
     }
     auto holder = std::make_unique<at::Tensor>(std::move(c));
@@ -299,10 +295,10 @@ RAI_Tensor *tensor_to_core(const at::Tensor &t) {
      * write hook stays armed); the core only reads the buffers it adopts. */
     void *data = const_cast<void *>(holder->const_data_ptr());
     RAI_Tensor *out = host->tensor_adopt(
-        pair->dt, holder->sizes().data(), static_cast<int>(holder->dim()), data,
+        dt, holder->sizes().data(), static_cast<int>(holder->dim()), data,
         holder->nbytes(), delete_tensor_holder, holder.get());
     if (!out) {
-        throw std::runtime_error("ERR could not create an output tensor");
+        throw std::runtime_error(RAI_ERR_OUTPUT_TENSOR);
     }
     holder.release(); /* the core's now */
     return out;
@@ -475,7 +471,7 @@ int torch_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *in
     return guarded<int>(err, -1, [&]() -> int {
         auto *m = static_cast<TorchModel *>(handle);
         if (ninputs != m->ninputs) {
-            set_error(err, "Number of keys given as INPUTS here does not match model definition");
+            set_error(err, RAI_ERR_INPUT_KEYS);
             return -1;
         }
         prepare_worker_thread();
@@ -497,7 +493,7 @@ int torch_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *in
             return -1;
         }
         if (outs.size() != noutputs) {
-            set_error(err, "ERR Model did not generate the expected number of outputs");
+            set_error(err, RAI_ERR_OUTPUT_COUNT);
             return -1;
         }
         for (size_t i = 0; i < noutputs; i++) {
@@ -596,33 +592,12 @@ void apply_thread_config(bool creating) {
 
 }  // namespace rai_torch
 
-extern "C" __attribute__((visibility("default"))) const RAI_BackendDescriptor *
-RAI_BackendEntry(const RAI_HostApi *h, char *errbuf, size_t errlen);
-
-static_assert(std::is_same_v<decltype(&RAI_BackendEntry), RAI_BackendEntryFn>,
-              "RAI_BackendEntry must match RAI_BackendEntryFn");
-
-extern "C" const RAI_BackendDescriptor *RAI_BackendEntry(const RAI_HostApi *h, char *errbuf,
-                                                         size_t errlen) {
+RAI_BACKEND_ENTRY(h, errbuf, errlen) {
     using namespace rai_torch;
+    if (RAI_CheckHost(h, RAI_HOST_API_SIZE_1_1, "the Torch backend", "1.1", errbuf, errlen) != 0) {
+        return nullptr;
+    }
     try {
-        if (!h) {
-            errbuf_set(errbuf, errlen, "no host API given");
-            return nullptr;
-        }
-        if (h->abi_major != RAI_ABI_MAJOR) {
-            errbuf_set(errbuf, errlen,
-                       "host ABI major " + std::to_string(h->abi_major) + ", backend needs " +
-                           std::to_string(RAI_ABI_MAJOR));
-            return nullptr;
-        }
-        if (h->size < RAI_HOST_API_SIZE_1_1) {
-            errbuf_set(errbuf, errlen,
-                       "host API table has " + std::to_string(h->size) +
-                           " bytes, the Torch backend needs at least " +
-                           std::to_string(RAI_HOST_API_SIZE_1_1) + " (ABI 1.1)");
-            return nullptr;
-        }
         host = h;
         apply_thread_config();
         return &descriptor;

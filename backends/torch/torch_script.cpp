@@ -26,6 +26,7 @@
  */
 #include "torch/script_depth.h"
 #include "torch/torch_backend.h"
+#include "redisai/reply_texts.h"
 
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/jit/api/compilation_unit.h>
@@ -203,7 +204,7 @@ void op_model_execute(torch::jit::Stack &stack) {
     result.reserve(outputs.v.size());
     for (RAI_Tensor *&t : outputs.v) {
         if (!t) {
-            builtin_fail("ERR Model did not generate the expected number of outputs");
+            builtin_fail(RAI_ERR_OUTPUT_COUNT);
         }
         RAI_Tensor *owned = t;
         t = nullptr; /* tensor_from_core takes the reference on every path */
@@ -374,10 +375,10 @@ void *script_create(const RAI_ScriptSpec *spec, RAI_Error *err) {
         /* Spec 8.1 row 7: an unknown device kind, then compile errors,
          * then a missing CUDA (RedisAI 1.2 compiled before checking it). */
         if (spec->device != RAI_DEVICE_CPU && spec->device != RAI_DEVICE_GPU) {
-            throw std::runtime_error("ERR unsupported device");
+            throw std::runtime_error(RAI_ERR_UNSUPPORTED_DEVICE);
         }
         if (!spec->source) {
-            throw std::runtime_error("ERR Insufficient arguments, missing script SOURCE");
+            throw std::runtime_error(RAI_ERR_MISSING_SOURCE);
         }
         std::string source = spec->source_len ? std::string(spec->source, spec->source_len)
                                               : std::string(spec->source);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/rai_entry.h"
 #include "fault_backend.h"
 
 FaultState fault;
@@ -67,32 +68,8 @@ static int fault_decide_mode(char *errbuf, size_t errlen) {
     return -1;
 }
 
-__attribute__((visibility("default"))) const RAI_BackendDescriptor *
-RAI_BackendEntry(const RAI_HostApi *h, char *errbuf, size_t errlen);
-
-_Static_assert(__builtin_types_compatible_p(__typeof__(&RAI_BackendEntry), RAI_BackendEntryFn),
-               "RAI_BackendEntry must match RAI_BackendEntryFn");
-
-const RAI_BackendDescriptor *RAI_BackendEntry(const RAI_HostApi *h, char *errbuf,
-                                              size_t errlen) {
-    if (!h) {
-        if (errbuf && errlen) {
-            snprintf(errbuf, errlen, "no host API given");
-        }
-        return NULL;
-    }
-    if (h->abi_major != RAI_ABI_MAJOR) {
-        if (errbuf && errlen) {
-            snprintf(errbuf, errlen, "host ABI major %u, backend needs %d", (unsigned)h->abi_major,
-                     RAI_ABI_MAJOR);
-        }
-        return NULL;
-    }
-    if (h->size < RAI_HOST_API_SIZE_1_0) {
-        if (errbuf && errlen) {
-            snprintf(errbuf, errlen, "host API table has %u bytes, backend needs at least %zu",
-                     (unsigned)h->size, (size_t)RAI_HOST_API_SIZE_1_0);
-        }
+RAI_BACKEND_ENTRY(h, errbuf, errlen) {
+    if (RAI_CheckHost(h, RAI_HOST_API_SIZE_1_0, "backend", NULL, errbuf, errlen) != 0) {
         return NULL;
     }
     if (fault_decide_mode(errbuf, errlen) != 0) {

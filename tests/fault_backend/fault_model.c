@@ -31,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/rai_run.h"
 #include "fault_backend.h"
 
 #define FAULT_MAX_TENSORS 16
@@ -474,13 +475,7 @@ int fault_model_run(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inp
                     size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
     const RAI_HostApi *host = fault.host;
     FaultModel *m = model;
-    if (ninputs != m->ninputs) {
-        host->error_set(err, "Number of keys given as INPUTS here does not match model definition");
-        return -1;
-    }
-    if (noutputs != m->noutputs) {
-        host->error_set(err,
-                        "Number of keys given as OUTPUTS here does not match model definition");
+    if (RAI_CheckRunCounts(host, err, ninputs, m->ninputs, noutputs, m->noutputs) != 0) {
         return -1;
     }
     if (m->probe) {
