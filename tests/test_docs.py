@@ -112,7 +112,10 @@ def test_every_command_has_a_section() -> None:
 
 
 def test_every_module_argument_and_subcommand_is_documented() -> None:
-    config_c = _read(ROOT / "module" / "core" / "config.c")
+    # The load-time arguments (core/config.c) and the AI.CONFIG command, wherever it lives.
+    sources = [ROOT / "module" / "core" / "config.c",
+               *sorted((ROOT / "module" / "commands").glob("config*.c"))]
+    config_c = "".join(_read(p) for p in sources)
     keys = set(re.findall(r'strcasecmp\((?:key|sub|n), "([A-Z_]+)"\)', config_c))
     kinds_c = _read(ROOT / "module" / "core" / "backend_kind.c")  # the kind names' table
     kinds = set(re.findall(r'\[RAI_BACKEND_[A-Z]+\] = "([A-Z]+)"', kinds_c))
