@@ -156,7 +156,8 @@ def torch_times_three_model() -> bytes:
     return _save_script(Times3())
 
 
-# A TorchScript source with entry points (new calling convention, spec 8.7).
+# A TorchScript source with entry points (new calling convention: docs/commands.md, "How a
+# script function is called").
 TORCH_SCRIPT = """
 def add_ten(tensors: List[Tensor], keys: List[str], args: List[str]):
     return tensors[0] + 10

@@ -1,6 +1,6 @@
 """A grammar-aware fuzzer over every AI.* command, against a real server with all backends.
 
-Each command is generated from one of its valid forms (spec: ../shared/spec/COMMANDS.md),
+Each command is generated from one of its valid forms (docs/commands.md),
 then mutated: counts become 0, -1, 2^31, 2^32-2, 2^63 or non-numbers; dims and their
 products grow past what fits; dtypes, BLOB sizes and keywords change; keys are swapped for
 keys of another type (a string, a list, a model where a tensor is due); `|>` is put
@@ -532,8 +532,8 @@ def reset_pool(target: Target, blobs: Blobs) -> None:
 
 def drop_waiting_models(c: Any, keys: list[str]) -> None:
     """A model with MINBATCHSIZE and no MINBATCHTIMEOUT waits for a full batch forever, as
-    spec 7.1 says, and one with a MINBATCHTIMEOUT of hours waits hours: not a hang of the
-    server. The fuzzer deletes such models."""
+    docs/commands.md ("Auto-batching") says, and one with a MINBATCHTIMEOUT of hours waits
+    hours: not a hang of the server. The fuzzer deletes such models."""
     for key in keys:
         meta = c.execute("AI.MODELGET", key, "META")
         if isinstance(meta, list):

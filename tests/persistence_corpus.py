@@ -1,8 +1,9 @@
-"""One corpus of RedisAI objects shared by the persistence and replication tests (spec 14-17).
+"""One corpus of RedisAI objects shared by the persistence and replication tests
+(docs/persistence.md).
 
 * `module_args(backends)`: the load-time arguments every server of a scenario gets. The
-  chunk size is not saved anywhere (spec 12), so a restarted server or a replica must be
-  started with the same MODEL_CHUNK_SIZE to chunk the same way.
+  chunk size is not saved anywhere (docs/configuration.md), so a restarted server or a
+  replica must be started with the same MODEL_CHUNK_SIZE to chunk the same way.
 * `store(c)`: writes tensors of every dtype (FLOAT, DOUBLE, INT8/16/32/64, UINT8/16, BOOL,
   STRING; a 0-d scalar, a zero-filled one, a VALUES one, a 1 MiB one, one in DB 1), a model
   of each backend (TF by MODELSTORE and by the deprecated MODELSET, TORCH with batching
@@ -50,7 +51,8 @@ def _arr(values: Any, dtype: Any) -> np.ndarray:
     return np.array(values, dtype=dtype)
 
 
-# name -> (dtype token, dims, blob). Extremes, negatives (BLOB only, spec 1), NaN/inf/-0.0.
+# name -> (dtype token, dims, blob). Extremes, negatives (BLOB only: docs/commands.md,
+# "Data types"), NaN/inf/-0.0.
 BLOB_TENSORS: dict[str, tuple[str, tuple[int, ...], bytes]] = {
     "t:float": ("FLOAT", (2, 3),
                 _arr([[1.5, -0.0, np.inf], [-np.inf, np.nan, 3.25e-38]], np.float32).tobytes()),
@@ -302,7 +304,8 @@ def _close(reply: Any, want: np.ndarray, what: str) -> None:
 
 
 def expected_blob_reply(blob: bytes) -> bytes | list[bytes]:
-    """Spec 5: k = L // CHUNK + 1 chunks; one chunk is a plain bulk string."""
+    """docs/commands.md, AI.MODELGET: k = L // CHUNK + 1 chunks; one chunk is a plain bulk
+    string."""
     k = len(blob) // CHUNK + 1
     return blob if k == 1 else [blob[i * CHUNK:(i + 1) * CHUNK] for i in range(k)]
 

@@ -9,7 +9,7 @@ The module id packs the 9-character type name, 6 bits a character, above a 10-bi
 version. Each field is an opcode and a value: UINT (2) then a length-encoded integer (the
 module API's SaveSigned and SaveUnsigned both write this), STRING (5) then an RDB string.
 This is how RedisAI payloads of any encoding version are made for RESTORE, and how our
-own DUMP output is checked field by field against spec section 17.
+own DUMP output is checked field by field against docs/persistence.md, "RDB encoding".
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """A minimal RESP2 client that keeps replies exactly as the server sent them.
 
 redis-py strips the `ERR ` prefix from error replies and turns some errors into special
-exception classes, so it cannot tell `-ERR x` from `-x`. The spec pins error texts byte
-for byte (some have no `ERR `), so exact checks go through this client:
+exception classes, so it cannot tell `-ERR x` from `-x`. docs/commands.md pins error texts
+byte for byte (some have no `ERR `), so exact checks go through this client:
 
 * `-text`  -> RespError("text")   (returned, not raised; `str(e)` is the whole line)
 * `+text`  -> Status("text")      (a str subclass: simple strings are not bulk strings)

@@ -294,7 +294,7 @@ def test_restricted_user_refused_with_acl_log(fresh):
 
 
 def test_other_subcommands_reply_as_in_1_2(fresh):
-    """Spec section 12: the replies around the new subcommand are unchanged."""
+    """docs/configuration.md, AI.CONFIG: the replies around the new subcommand are unchanged."""
     with RawClient(fresh.port) as c:
         assert_error(c.execute("AI.CONFIG"), arity("ai.config"))
         assert_error(c.execute("AI.CONFIG", "LISTS"), "ERR unsupported subcommand")

@@ -1,5 +1,5 @@
 """Backend loading (AI.CONFIG LOADBACKEND, load-time TF/ONNX/... arguments, lazy loading)
-and module configuration (spec section 12 and 12.1).
+and module configuration (docs/configuration.md, docs/backends.md).
 
 Every refused load must reply `ERR error loading backend: <reason>`, keep the server
 running, log one line naming the file and the reason, and leave the type's slot free.
@@ -293,7 +293,7 @@ def test_config_errors(raw):
 
 
 # --------------------------------------------------------------------------------------
-# Load-time arguments (spec 12.1): each case starts its own server.
+# Load-time arguments (docs/configuration.md): each case starts its own server.
 # --------------------------------------------------------------------------------------
 
 def test_load_time_arguments_accepted(module_path, tmp_path):

@@ -1,4 +1,5 @@
-"""Auto-batching (spec 7.1): BATCHSIZE, MINBATCHSIZE, MINBATCHTIMEOUT for TF, TORCH, ONNX.
+"""Auto-batching (docs/commands.md, "Auto-batching"): BATCHSIZE, MINBATCHSIZE,
+MINBATCHTIMEOUT for TF, TORCH, ONNX.
 
 Compatible queued MODELEXECUTE requests to one model are concatenated along dim 0, run
 once and sliced back. The models of tests/engine_models.py reveal the batch size they ran
@@ -154,7 +155,8 @@ def test_eight_concurrent_clients_run_in_one_batch(c, tf_server, slow_n, install
     check_slices(c, rows, [8] * 8)
     st = info(c, "m")
     assert (st["calls"], st["samples"], st["errors"]) == (8, 8, 0), st
-    # each request of the batch is credited with the batch's run time (spec 10)
+    # each request of the batch is credited with the batch's run time (docs/commands.md,
+    # "How commands run")
     assert st["duration"] > 0 and st["duration"] % 8 == 0, st
 
 

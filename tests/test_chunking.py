@@ -1,9 +1,9 @@
-"""Chunked model blobs (spec sections 4, 5, 12, 17) for every backend: MODEL_CHUNK_SIZE set
-at load time and by AI.CONFIG; MODELSTORE / MODELSET with a multi-chunk BLOB c1 c2 c3
-(the chunks are concatenated); MODELGET returns the blob in chunks of MODEL_CHUNK_SIZE,
-k = L // C + 1 of them, the last one L % C bytes, so an exact multiple ends with an EMPTY
-chunk (QUIRK); one chunk is sent as a plain bulk string. RDB (DEBUG RELOAD) uses the same
-chunking.
+"""Chunked model blobs (docs/commands.md, AI.MODELGET; docs/persistence.md) for every backend:
+MODEL_CHUNK_SIZE set at load time and by AI.CONFIG; MODELSTORE / MODELSET with a multi-chunk
+BLOB c1 c2 c3 (the chunks are concatenated); MODELGET returns the blob in chunks of
+MODEL_CHUNK_SIZE, k = L // C + 1 of them, the last one L % C bytes, so an exact multiple ends
+with an EMPTY chunk (QUIRK); one chunk is sent as a plain bulk string. RDB (DEBUG RELOAD) uses
+the same chunking.
 
 One server for the module with all three backends and MODEL_CHUNK_SIZE 100 at load time.
 """
@@ -58,7 +58,7 @@ BACKENDS = {
 
 
 def expected_chunks(blob: bytes, size: int) -> bytes | list[bytes]:
-    """Spec section 5: k = L // C + 1 chunks; k == 1 is a bulk string."""
+    """docs/commands.md, AI.MODELGET: k = L // C + 1 chunks; k == 1 is a bulk string."""
     k = len(blob) // size + 1
     if k == 1:
         return blob

@@ -1,8 +1,8 @@
-"""OSS Redis Cluster (spec 16): a real 3-master cluster of our own redis-server processes,
-each with the module and all three backends, slots assigned with CLUSTER ADDSLOTSRANGE and
-joined with CLUSTER MEET. The module reports key positions through getkeys-api; Redis
-derives MOVED and CROSSSLOT from them, and redis-py's RedisCluster routes by them (it asks
-COMMAND GETKEYS for movable-key commands).
+"""OSS Redis Cluster (docs/persistence.md, "Cluster"): a real 3-master cluster of our own
+redis-server processes, each with the module and all three backends, slots assigned with CLUSTER
+ADDSLOTSRANGE and joined with CLUSTER MEET. The module reports key positions through
+getkeys-api; Redis derives MOVED and CROSSSLOT from them, and redis-py's RedisCluster routes by
+them (it asks COMMAND GETKEYS for movable-key commands).
 
 * tensors, models (TORCH, ONNX, TF) and scripts spread over the three nodes by hash tag;
 * MODELEXECUTE / SCRIPTEXECUTE with every key in one slot run on the owner;

@@ -1,13 +1,13 @@
-"""Key positions (spec 16) as Redis sees them: `COMMAND GETKEYS` for every AI.* command that
-takes keys, in many argument shapes. In a cluster, Redis derives MOVED and CROSSSLOT from
-exactly these positions (tests/test_cluster.py shows that end to end), so a key left out
-is a request routed to a node without its data, and a non-key reported is a spurious
-CROSSSLOT.
+"""Key positions (docs/persistence.md, "Cluster") as Redis sees them: `COMMAND GETKEYS` for
+every AI.* command that takes keys, in many argument shapes. In a cluster, Redis derives MOVED
+and CROSSSLOT from exactly these positions (tests/test_cluster.py shows that end to end), so a
+key left out is a request routed to a node without its data, and a non-key reported is a
+spurious CROSSSLOT.
 
 Decisions tested here:
 * SCRIPTEXECUTE reports argv[1] and every item of KEYS, INPUTS and OUTPUTS, wherever the
   sections sit, a trailing OUTPUTS section included (1.2 stopped at the first ARGS or at a
-  section ending at the end of argv; spec 16 asks for all of them). ARGS items are skipped
+  section ending at the end of argv; we report all of them). ARGS items are skipped
   by their count, so an ARGS value spelled like a keyword is not taken for one.
 * SCRIPTRUN skips the TIMEOUT value wherever TIMEOUT sits (the parser accepts it anywhere),
   and reports OUTPUTS items also when INPUTS is left out (INPUTS is optional).
@@ -197,7 +197,7 @@ DAG = [
     ((DRO, "LOAD", 1, "x", *MEX, *TG), ("x", "m")),
     ((DRO, "ROUTING", "{t}", *TS, *TG), ("{t}",)),
     ((DRO, "load", 1, "x", *TG), ("x",)),
-    # DAGRUN: the keys of MODELRUN / SCRIPTRUN ops are not reported (spec 16)
+    # DAGRUN: the keys of MODELRUN / SCRIPTRUN ops are not reported (as in 1.2)
     ((DR, "LOAD", 1, "a", "PERSIST", 1, "c", "|>", "AI.MODELRUN", "m", "INPUTS", "a",
       "OUTPUTS", "c"), ("a", "c")),
     ((DR, "PERSIST", 1, "c", "|>", "AI.SCRIPTRUN", "s", "f", "INPUTS", "a", "OUTPUTS", "c"),
@@ -264,7 +264,7 @@ def test_malformed(raw, args, want):
 
 
 def test_getkeys_of_commands_without_keys(raw):
-    # _MODELSCAN, _SCRIPTSCAN and CONFIG take no key (spec 16): they run where they are sent
+    # _MODELSCAN, _SCRIPTSCAN and CONFIG take no key: they run where they are sent
     for args in (("AI._MODELSCAN",), ("AI._SCRIPTSCAN",), ("AI.CONFIG", "BACKENDSPATH", "/x")):
         reply = getkeys(raw, *args)
         assert isinstance(reply, RespError), f"GETKEYS {args!r}: {reply!r}"

@@ -1,4 +1,4 @@
-"""Spec section 0 / 0.1: the module (name, version, cannot be unloaded) and the command
+"""docs/commands.md, "Conventions": the module (name, version, cannot be unloaded) and the command
 table as registered: flags, first/last/step key positions, arity -1, getkeys-api."""
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
-"""DAG commands (spec 9): AI.DAGEXECUTE, AI.DAGEXECUTE_RO, AI.DAGRUN, AI.DAGRUN_RO.
+"""DAG commands (docs/commands.md, "DAGs"): AI.DAGEXECUTE, AI.DAGEXECUTE_RO, AI.DAGRUN,
+AI.DAGRUN_RO.
 
 Every form and header option (LOAD, PERSIST, ROUTING, TIMEOUT), the local tensor
 namespace (latest earlier producer, shadowing), the per-op reply array (OK, values,
 errors, NA), nothing persisted after a failed op, persist failures appended as one extra
-element, which ops each form accepts, every parse-time error string of spec 9 (Enterprise
-shard checks excluded), key positions (spec 16), the selected DB, ops on two devices, and
+element, which ops each form accepts, every parse-time error string (Enterprise shard
+checks excluded), key positions, the selected DB, ops on two devices, and
 models and scripts of TF, TORCH and ONNX chained in one DAG.
 
 Decisions of the lead tested here: a TENSORGET op of a name no earlier LOAD/op declares is
@@ -213,7 +214,8 @@ def test_routing_alone_is_enough(c):
 
 
 def test_timeout_zero_and_negative_mean_none(c):
-    """QUIRK (spec 9.7): the DAG parser accepts TIMEOUT 0 and negative values (no timeout)."""
+    """QUIRK (docs/commands.md, AI.DAGEXECUTE): the DAG parser accepts TIMEOUT 0 and negative
+    values (no timeout)."""
     for t in (0, -5, 10000):
         assert c.execute(E, "LOAD", 2, "a", "b", "TIMEOUT", t, *me(), *tg("c", "VALUES")) == \
             [OK, values(8, 15)]
@@ -345,7 +347,8 @@ def test_keys_resolve_in_the_selected_db(c):
 
 
 def test_ops_on_two_devices_in_order(c):
-    """`CPU:1` is another run queue (spec 10); the DAG moves between queues, in op order."""
+    """`CPU:1` is another run queue (docs/commands.md); the DAG moves between queues, in op
+    order."""
     assert_ok(c.execute("AI.MODELSTORE", "m_cpu1", "TF", "CPU:1", "INPUTS", 2, "a", "b", "OUTPUTS",
                         1, "mul", "BLOB", tf_graphs.mul_graph()))
     reply = c.execute(E, "LOAD", 2, "a", "b", "PERSIST", 1, "r",
@@ -366,7 +369,7 @@ def test_getkeys(c):
                      "r", *me(), *tg("c")) == [b"a", b"b", b"c", b"r", b"m"]
     assert c.execute("COMMAND", "GETKEYS", RO, "LOAD", 1, "a", *me("m3", ("a", "a"), ("x", "y", "z")),
                      *me("m", ("x", "y"), ("w",))) == [b"a", b"m3", b"m"]
-    # model keys of MODELRUN inside DAGRUN are not reported (spec 16)
+    # model keys of MODELRUN inside DAGRUN are not reported (docs/persistence.md, "Cluster")
     assert c.execute("COMMAND", "GETKEYS", R, "LOAD", 1, "a", "PERSIST", 1, "c", "|>", "AI.MODELRUN",
                      "m", "INPUTS", "a", "a", "OUTPUTS", "c") == [b"a", b"c"]
 
@@ -609,7 +612,7 @@ def test_script_op_errors_in_a_dag(mixed):
     assert_error(c.execute(RO, "LOAD", 1, "x", "|>", "AI.SCRIPTEXECUTE", "s", "add_ten", "INPUTS", 1,
                            "x", "OUTPUTS", 1, "y"),
                  "ERR AI.SCRIPTEXECUTE command cannot be specified in a read-only DAG")
-    # inside a DAG the first-scope rule of SCRIPTEXECUTE does not apply (spec 8.5)
+    # inside a DAG the first-scope rule of SCRIPTEXECUTE does not apply
     reply = c.execute(E, "LOAD", 1, "x", "|>", "AI.SCRIPTEXECUTE", "s", "add_ten", "ARGS", 1, "q",
                       "INPUTS", 1, "x", "OUTPUTS", 1, "y", *tg("y", "VALUES"))
     assert reply == [OK, values(11, 12, 13)]

@@ -1,4 +1,4 @@
-"""Devices and TFLITE on these CPU builds: GPU models and scripts fail with the spec's
+"""Devices and TFLITE on these CPU builds: GPU models and scripts fail with the backends'
 "couldn't find CUDA" texts, CPU:n is kept as typed, and TFLITE is parsed everywhere but fails
 to load with a reply and a log line that say why."""
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""DUMP / RESTORE / MIGRATE and DEBUG RELOAD of all three types, and MEMORY USAGE (spec 14,
-17). DUMP, RESTORE and MIGRATE go through the RDB callbacks, so what comes back must be
-byte for byte what went in: TENSORGET META BLOB, MODELGET META BLOB, SCRIPTGET. Restored
-models and scripts are rebuilt through their backend, so each one is also run.
+"""DUMP / RESTORE / MIGRATE and DEBUG RELOAD of all three types, and MEMORY USAGE
+(docs/persistence.md). DUMP, RESTORE and MIGRATE go through the RDB callbacks, so what comes
+back must be byte for byte what went in: TENSORGET META BLOB, MODELGET META BLOB, SCRIPTGET.
+Restored models and scripts are rebuilt through their backend, so each one is also run.
 
 MEMORY USAGE (RedisAI reported neither): a tensor reports its data size plus a small
 overhead, a model at least its blob, a script at least its source.
@@ -63,7 +63,7 @@ def d(pair) -> Iterator[RawClient]:
 TENSORS: dict[str, tuple[Any, ...]] = {
     "t_float": ("FLOAT", 2, 3, "BLOB", A.tobytes()),
     "t_double": ("DOUBLE", 3, "VALUES", 1.5, -2.25, 1e300),
-    # negatives go through BLOB (VALUES refuses them: spec 1 QUIRK)
+    # negatives go through BLOB (VALUES refuses them: a QUIRK of 1.2, docs/commands.md)
     "t_int8": ("INT8", 4, "BLOB", np.array([-128, -1, 0, 127], np.int8).tobytes()),
     "t_int64": ("INT64", 2, 1, "BLOB", np.array([-2**63, 2**63 - 1], np.int64).tobytes()),
     "t_uint8": ("UINT8", 3, "VALUES", 0, 1, 255),

@@ -1,4 +1,4 @@
-"""RedisAI's low-level API (LLAPI, shared/spec/LLAPI.md), driven by a module of our own.
+"""RedisAI's low-level API (LLAPI, docs/llapi.md), driven by a module of our own.
 
 tests/llapi/ is a Redis module, `llapitest`, written only against include/redisai_llapi.h and
 redismodule.h, as RedisGears is. It is built on first use (`cmake --build <build dir> --target
@@ -45,7 +45,7 @@ from resp import RawClient, RespError
 HEADER = ROOT / "include" / "redisai" / "llapi.h"
 SOURCES = ROOT / "tests" / "llapi"
 
-# DLPack (code, bits) of every numeric type (spec COMMANDS.md section 1); lanes are 1.
+# DLPack (code, bits) of every numeric type (docs/commands.md, "Data types"); lanes are 1.
 DLPACK: dict[str, tuple[int, int, Any]] = {
     "FLOAT": (2, 32, np.float32), "DOUBLE": (2, 64, np.float64),
     "INT8": (0, 8, np.int8), "INT16": (0, 16, np.int16), "INT32": (0, 32, np.int32),

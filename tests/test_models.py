@@ -1,6 +1,7 @@
 """TF models: AI.MODELSTORE, AI.MODELSET (incl. the keyword-less seed form), AI.MODELGET,
-AI.MODELDEL, AI.MODELEXECUTE and AI.MODELRUN (spec sections 4-7): replies, every error
-string in the spec's check order, backend error texts, keyspace behaviour, DEBUG RELOAD.
+AI.MODELDEL, AI.MODELEXECUTE and AI.MODELRUN (docs/commands.md, "Models"): replies, every
+error string in the order docs/commands.md gives, backend error texts, keyspace behaviour,
+DEBUG RELOAD.
 
 One server per module, with the TF backend given at load time (conftest's tf_server).
 The graphs come from tests/tf_graphs.py (built with the real tensorflow package)."""
@@ -132,7 +133,7 @@ def test_modelstore_replaces_existing(c):
 
 
 # --------------------------------------------------------------------------------------
-# MODELSTORE errors, in the spec's order
+# MODELSTORE errors, in the order checked (docs/commands.md)
 # --------------------------------------------------------------------------------------
 
 MODELSTORE_ERRORS = [

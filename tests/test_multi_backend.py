@@ -1,5 +1,5 @@
-"""All three backends in one server (spec sections 4-8, 12): TF, TORCH and ONNX loaded by
-path at load time and by AI.CONFIG LOADBACKEND, in different orders, and lazily (only the
+"""All three backends in one server (docs/commands.md, docs/backends.md): TF, TORCH and ONNX
+loaded by path at load time and by AI.CONFIG LOADBACKEND, in different orders, and lazily (only the
 module loaded: the first MODELSTORE / SCRIPTSTORE of each kind loads the default file from
 BACKENDSPATH). Each backend runs its model on the same server, and a TorchScript script
 runs over their outputs. A BACKENDSPATH with nothing in it gives `ERR Could not load

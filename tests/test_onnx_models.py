@@ -1,4 +1,4 @@
-"""ONNX models (spec sections 4-7 with the ONNX Runtime backend): models made at test time
+"""ONNX models (docs/commands.md, "Models", with the ONNX Runtime backend): models made at test time
 with the `onnx` helper API and with torch.onnx.export (tests/onnx_models.py), including an
 MNIST-sized CNN; stored, described by MODELGET (input/output names from the graph), run
 and compared with onnxruntime's own output in-process. ORT tensor types; ORT's status

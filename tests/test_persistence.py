@@ -1,13 +1,13 @@
-"""Persistence of tensors, models and scripts (spec 14, 15, 17): RDB restart, DEBUG RELOAD,
+"""Persistence of tensors, models and scripts (docs/persistence.md): RDB restart, DEBUG RELOAD,
 AOF rewrite plus restart, plain AOF replay, BGSAVE while objects change, and the content
-of a rewritten AOF (the commands of spec 15, models in MODEL_CHUNK_SIZE chunks, a
+of a rewritten AOF (the commands of docs/persistence.md, "AOF"; models in MODEL_CHUNK_SIZE chunks, a
 SCRIPTSET script rewritten into a command that replays, unlike 1.2's).
 
 Every scenario stores tests/persistence_corpus.py's corpus (every dtype, every backend, a
 model of many chunks, scripts with and without entry points, execution outputs), takes a
 snapshot, brings the data back through the path under test, and compares a second
 snapshot byte for byte, including the results of running every model and script again.
-Restored models and scripts start with fresh statistics (spec 17).
+Restored models and scripts start with fresh statistics (docs/persistence.md, "Loading").
 
 Each test starts its own servers with the three backends and MODEL_CHUNK_SIZE = CHUNK.
 """
@@ -45,7 +45,7 @@ def stats(c: RawClient, key: str) -> dict[str, object]:
 
 
 def assert_fresh_stats(c: RawClient) -> None:
-    """Spec 17: loaded models and scripts get new stats entries with zero counters."""
+    """Loaded models and scripts get new stats entries with zero counters (docs/persistence.md)."""
     for key in [*pc.MODELS, *pc.SCRIPTS]:
         s = stats(c, key)
         assert (s["calls"], s["errors"], s["duration"]) == (0, 0, 0), f"{key}: {s}"
@@ -76,7 +76,7 @@ def restored(servers: Servers, srv, extra=(), module_args=None) -> tuple[RawClie
 @pytest.mark.parametrize("backends", ["given", "lazy"])
 def test_rdb_restart(servers, backends):
     """SAVE, stop, start a new server on the same dir. "lazy": the new server loads no
-    backend itself; RDB load loads each one from BACKENDSPATH (spec 12.1)."""
+    backend itself; RDB load loads each one from BACKENDSPATH (docs/backends.md)."""
     srv = servers.start()
     c, before = stored(srv)
     assert_ok(c.execute("SAVE"))
@@ -212,9 +212,9 @@ def test_aof_rewrite_then_restart(servers, rewritten):
 
 
 def test_rewritten_aof_holds_the_spec_commands(rewritten):
-    """Spec 15: tensors as TENSORSET ... BLOB, models as MODELSTORE with every option and
-    BLOB chunks of MODEL_CHUNK_SIZE, scripts as SCRIPTSTORE with ENTRY_POINTS (0 for a
-    SCRIPTSET script, so that the command replays)."""
+    """docs/persistence.md, "AOF": tensors as TENSORSET ... BLOB, models as MODELSTORE with
+    every option and BLOB chunks of MODEL_CHUNK_SIZE, scripts as SCRIPTSTORE with ENTRY_POINTS
+    (0 for a SCRIPTSET script, so that the command replays)."""
     srv, c, _ = rewritten
     files = aof_files(srv.data_dir)
     assert len(files["b"]) == 1 and files["b"][0].name.endswith(".base.aof"), files
@@ -259,7 +259,8 @@ def test_rewritten_aof_holds_the_spec_commands(rewritten):
 
 def test_plain_aof_replay(servers):
     """No rewrite: the incr file holds the store commands verbatim and the executions as
-    AI.TENSORSET ... BLOB of their outputs (spec 15); replaying it restores everything."""
+    AI.TENSORSET ... BLOB of their outputs (docs/persistence.md); replaying it restores
+    everything."""
     srv = servers.start(extra=AOF)
     c = RawClient(srv.port)
     wait_rewrite_done(c)
@@ -319,9 +320,9 @@ def test_aof_replay_after_deletes_and_overwrites(servers):
 
 
 def test_blob_of_an_exact_multiple_of_the_chunk_size(servers, all_backend_paths):
-    """Spec 5 QUIRK: L = k * C gives k + 1 chunks, the last one empty. DEBUG RELOAD (RDB),
-    an AOF rewrite (whose MODELSTORE then ends in an empty BLOB chunk) and a restart from
-    that AOF all give the model back whole and runnable."""
+    """QUIRK (docs/commands.md, AI.MODELGET): L = k * C gives k + 1 chunks, the last one empty.
+    DEBUG RELOAD (RDB), an AOF rewrite (whose MODELSTORE then ends in an empty BLOB chunk) and a
+    restart from that AOF all give the model back whole and runnable."""
     blob = pc.tf_blob()
     size = next(d for d in range(len(blob) // 4, 1, -1) if len(blob) % d == 0)
     k = len(blob) // size + 1
@@ -357,7 +358,7 @@ def test_blob_of_an_exact_multiple_of_the_chunk_size(servers, all_backend_paths)
 @pytest.mark.parametrize("rewrite", [False, True])
 def test_outputs_no_client_could_send_survive_the_aof(servers, rewrite):
     """A float16 output and one with a dim of 0 are written to the AOF in the internal
-    form (spec 1 refuses both from clients) and come back on replay."""
+    form (AI.TENSORSET refuses both from clients) and come back on replay."""
     srv = servers.start(extra=AOF)
     c = RawClient(srv.port)
     wait_rewrite_done(c)

@@ -1,8 +1,8 @@
-"""RDB encodings (spec section 17): our DUMP output read field by field against the v4
+"""RDB encodings (docs/persistence.md): our DUMP output read field by field against the v4
 layout, and DUMP payloads of encodings 0-3 (what RedisAI 1.2 and older wrote) restored
 into a real server, then compared with the same objects stored by command and run.
 
-Payloads are written by tests/rdb_payloads.py from the spec's layouts; the writer is
+Payloads are written by tests/rdb_payloads.py from the documented layouts; the writer is
 first shown to reproduce the server's own DUMP byte for byte.
 """
 from __future__ import annotations
@@ -225,7 +225,7 @@ def test_old_model_loads_and_runs(c, rdb_version, encver, backend):
         blob, names = built.blob, ((), ())
     else:
         built = om.cnn() if encver % 2 else om.add()
-        # Non-TF backends ignore saved names (spec 17): these are not the model's.
+        # Non-TF backends ignore saved names (docs/persistence.md): these are not the model's.
         blob, names = built.blob, (("not_it",), ("nor_this",))
     # Without a MINBATCHTIMEOUT (v0, v1), a MINBATCHSIZE would hold the lone run forever.
     batch = 4
@@ -398,7 +398,7 @@ def test_unloadable_backend_fails_the_load_naming_key_backend_and_reason(
 
 def test_unnamed_fixed_width_dtypes_load(c, rdb_version):
     """float16 (what Torch outputs) and bfloat16 tensors live in the keyspace as BLOB-only
-    tensors (spec 1), so their RDB values load."""
+    tensors (docs/commands.md, "Data types"), so their RDB values load."""
     for code, bits in ((2, 16), (4, 16), (1, 32), (1, 64)):
         data = bytes(range(2 * bits // 8))
         assert_ok(restore(c, "u", rp.dump_payload("AI_TENSOR", 4, f32_tensor_v4([2], data, code,

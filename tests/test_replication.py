@@ -1,14 +1,14 @@
-"""Replication (spec 0.1, 15, 16): a replica that starts from a full sync of the corpus
-(tests/persistence_corpus.py) holds every object byte for byte and runnable models, and
-after REPLICAOF NO ONE everything is there and runs with the master's results. The store
-commands (TENSORSET, MODELSTORE/SET, MODELDEL, SCRIPTSTORE/SET, SCRIPTDEL) replicate
-verbatim; execution commands (MODELEXECUTE/RUN, SCRIPTEXECUTE/RUN, DAGEXECUTE/DAGRUN with
-PERSIST) replicate only their outputs, as AI.TENSORSET ... BLOB, so the replica never runs
-a model: its AI.INFO shows no calls and its command stats no execution command. A replica
-refuses writes with Redis's READONLY error and serves the read-only DAG.
+"""Replication (docs/persistence.md, "Replication"): a replica that starts from a full sync of
+the corpus (tests/persistence_corpus.py) holds every object byte for byte and runnable models,
+and after REPLICAOF NO ONE everything is there and runs with the master's results. The store
+commands (TENSORSET, MODELSTORE/SET, MODELDEL, SCRIPTSTORE/SET, SCRIPTDEL) replicate verbatim;
+execution commands (MODELEXECUTE/RUN, SCRIPTEXECUTE/RUN, DAGEXECUTE/DAGRUN with PERSIST)
+replicate only their outputs, as AI.TENSORSET ... BLOB, so the replica never runs a model: its
+AI.INFO shows no calls and its command stats no execution command. A replica refuses writes with
+Redis's READONLY error and serves the read-only DAG.
 
 Every test starts its own master and replica with the three backends and the corpus's
-MODEL_CHUNK_SIZE (the chunk size is not replicated, spec 12).
+MODEL_CHUNK_SIZE (the chunk size is not replicated: docs/configuration.md).
 """
 from __future__ import annotations
 

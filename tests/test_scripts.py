@@ -1,5 +1,5 @@
-"""TorchScript scripts (spec section 8): AI.SCRIPTSTORE, SCRIPTSET, SCRIPTGET, SCRIPTDEL,
-SCRIPTEXECUTE and SCRIPTRUN; every error string of section 8 in the spec's check order;
+"""TorchScript scripts (docs/commands.md, "Scripts"): AI.SCRIPTSTORE, SCRIPTSET, SCRIPTGET,
+SCRIPTDEL, SCRIPTEXECUTE and SCRIPTRUN; every error string in the order checked;
 entry points with the (List[Tensor], List[str], List[str]) signature, legacy calls of other
 functions, `$` variadic inputs; Tensor / Tuple / List results; redis.execute and
 redisAI.model_execute inside scripts; the AI_SCRIPT type and DEBUG RELOAD.

@@ -58,7 +58,7 @@ def test_seed_example_literal_command_line(install_dir):
 
 
 def test_seed_example_preferred_replacements(tf_server):
-    """Spec section 19: MODELSTORE / MODELEXECUTE, the non-deprecated equivalents."""
+    """docs/migration.md, "The seed-era commands": MODELSTORE / MODELEXECUTE, the current forms."""
     r = tf_server.client()
     r.flushall()
     assert r.execute_command('AI.MODELSTORE', 'm', 'TF', 'CPU', 'INPUTS', 2, 'a', 'b', 'OUTPUTS', 1,

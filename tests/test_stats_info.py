@@ -1,7 +1,7 @@
-"""Run statistics and INFO (spec 10, 11, 7.3, 13): AI.INFO key [RESETSTAT], AI._MODELSCAN,
-AI._SCRIPTSCAN, and the `ai_*` sections of INFO MODULES.
+"""Run statistics and INFO (docs/commands.md, "Statistics"; docs/info.md): AI.INFO key
+[RESETSTAT], AI._MODELSCAN, AI._SCRIPTSCAN, and the `ai_*` sections of INFO MODULES.
 
-AI.INFO keeps RedisAI's 18-element reply. Counting (spec 10, lead's decisions): one call
+AI.INFO keeps RedisAI's 18-element reply. Counting (docs/commands.md, "How commands run"): one call
 per request; on success duration += run time (a batched request gets the whole batch's
 time) and samples += dim 0 of output 0; on error calls and errors += 1; parse errors,
 skipped (NA) ops and timed-out requests count nothing; a request whose client went away
@@ -472,7 +472,7 @@ def test_info_modules_with_three_backends(three_backends):
             p = dict(bp)[f"ai_{field}_path"]
             assert os.path.isabs(p) and os.path.samefile(p, paths[kind]), f"{field} path {p!r}"
         check_cpu_section(secs["ai_cpu"], {"CPU": 2})
-        # spec 13: the ONNX backend's own fields follow (its allocator's counters)
+        # docs/info.md: the ONNX backend's own fields follow (its allocator's counters)
         assert names[3:] == ["ai_onnxruntime_memory", "ai_onnxruntime_memory_access_num",
                              "ai_onnxruntime_maximum_run_sessions_number"], names
         for k in ("ai_onnxruntime_memory", "ai_onnxruntime_memory_access_num",

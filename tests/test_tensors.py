@@ -1,6 +1,6 @@
-"""AI.TENSORSET / AI.TENSORGET, spec sections 1-3, exhaustively: every dtype with VALUES
-and BLOB round trips, META and default replies, every error string in the spec's check
-order, the QUIRKs 1.2 has (signed VALUES, BOOL blob last byte), STRING rules, 0-d
+"""AI.TENSORSET / AI.TENSORGET (docs/commands.md, "Tensors"), exhaustively: every dtype with
+VALUES and BLOB round trips, META and default replies, every error string in the order
+checked, the QUIRKs 1.2 has (signed VALUES, BOOL blob last byte), STRING rules, 0-d
 scalars, zero-filled tensors, large tensors, keyspace behaviour and DEBUG RELOAD.
 
 Exact replies go through tests/resp.py (bulk strings come back as bytes, simple strings
@@ -243,7 +243,7 @@ def test_string_values_inner_nul_rejected(raw):
 
 
 def test_string_empty_value_rejected(raw):
-    """Undefined behaviour in 1.2 (spec section 2, last line): must be an ERR reply."""
+    """Undefined behaviour in 1.2 (docs/commands.md, "Data types"): must be an ERR reply."""
     assert_error_startswith(raw.execute("AI.TENSORSET", "s", "STRING", 1, "VALUES", b""), "ERR")
     assert_error_startswith(raw.execute("AI.TENSORSET", "s", "STRING", 2, "VALUES", b"a", b""), "ERR")
     assert raw.execute("PING") == "PONG"
@@ -326,7 +326,7 @@ def test_many_dims_zero_filled(raw):
 
 
 # --------------------------------------------------------------------------------------
-# AI.TENSORSET errors, in the spec's order
+# AI.TENSORSET errors, in the order checked (docs/commands.md)
 # --------------------------------------------------------------------------------------
 
 def test_tensorset_arity(raw):
@@ -544,8 +544,8 @@ def test_redis_py_error_mapping(r):
 
 
 def test_resp3_replies(raw):
-    """RESP3: FLOAT/DOUBLE VALUES elements are native doubles (spec section 1); the rest of
-    the replies keep their RESP2 shapes (RedisAI never sends maps)."""
+    """RESP3: FLOAT/DOUBLE VALUES elements are native doubles (docs/commands.md, "Data
+    types"); the rest of the replies keep their RESP2 shapes (RedisAI never sends maps)."""
     hello = raw.execute("HELLO", 3)
     assert isinstance(hello, dict), hello
     try:

@@ -1,4 +1,5 @@
-"""Timeouts and limits (spec 7, 8.5, 9.7, 10, 0.2):
+"""Timeouts and limits (docs/commands.md: AI.MODELEXECUTE, AI.SCRIPTEXECUTE, the DAGs, "How
+commands run", shared errors):
 
 * the TIMEOUT argument of MODELEXECUTE, MODELRUN, SCRIPTEXECUTE, SCRIPTRUN and the DAG
   commands: +TIMEDOUT when a request waited longer than that in its queue (counted from
@@ -128,7 +129,8 @@ def test_timeout_long_enough_is_not_hit(c, tf_server, slow_n):
 
 @pytest.mark.parametrize("t", [0, -1])
 def test_dag_timeout_zero_or_negative_means_none(c, tf_server, slow_n, t):
-    """QUIRK (spec 9.7): accepted, and no timeout applies (MODELEXECUTE refuses them)."""
+    """QUIRK (docs/commands.md, AI.DAGEXECUTE): accepted, and no timeout applies
+    (MODELEXECUTE refuses them)."""
     reply, slow_first = behind_slow(tf_server, slow_n, "AI.DAGEXECUTE", "LOAD", 2, "a", "b",
                                     "TIMEOUT", t, *DAG_OPS)
     assert reply == [Status("OK"), [b"8", b"15"]], reply
@@ -147,7 +149,8 @@ def test_a_running_op_is_not_interrupted(c, slow_n):
 
 
 def test_dag_timeout_is_checked_before_each_op(c, slow_n):
-    """spec 9.7: counted from enqueue and checked before each op is dequeued. The first op
+    """docs/commands.md, AI.DAGEXECUTE: counted from enqueue and checked before each op is
+    dequeued. The first op
     (slow, ~0.5 s) is not interrupted; the op after it is not started: +TIMEDOUT, nothing
     persisted, nothing counted."""
     assert_ok(c.execute("AI.TENSORSET", "n", "INT32", "VALUES", slow_n(0.5)))

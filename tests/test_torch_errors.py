@@ -11,8 +11,8 @@
   prefix (`Redis command returned an error: ...`, `ERR model key is empty`). The same in a DAG.
 * Even with TORCH_SHOW_CPP_STACKTRACES=1 (libtorch then appends a C++ backtrace to the
   interpreter's message) no C++ frame reaches the client.
-* A MODELSTORE TORCH blob that is no archive gets libtorch's reader text (spec 4, "libtorch
-  exception text").
+* A MODELSTORE TORCH blob that is no archive gets libtorch's reader text (docs/commands.md,
+  AI.MODELSTORE: "libtorch's message").
 """
 from __future__ import annotations
 
@@ -299,7 +299,7 @@ def test_model_run_error_is_libtorchs_interpreter_message(c):
 
 
 # --------------------------------------------------------------------------------------
-# Model load (spec 4: libtorch exception text)
+# Model load (docs/commands.md, AI.MODELSTORE: libtorch's message)
 # --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("blob", [b"this is not a torchscript archive", b"PK\x03\x04garbage"],

@@ -1,8 +1,8 @@
-"""TORCH models (spec sections 4-7 with the PyTorch backend): TorchScript blobs made at
+"""TORCH models (docs/commands.md, "Models", with the PyTorch backend): TorchScript blobs made at
 test time with torch.jit.script and torch.jit.trace (tests/torch_models.py), stored,
 described by MODELGET, run by MODELEXECUTE / MODELRUN and compared with the output torch
 computes in-process from the same blob. Tensor, Tuple and List outputs; the dtypes
-libtorch takes and the spec's errors for the others; libtorch's error texts without their
+libtorch takes and the documented errors for the others; libtorch's error texts without their
 C++ backtrace; corrupt blobs; the server keeps answering.
 
 One server per module, with the TORCH backend given at load time.

@@ -68,7 +68,7 @@ static size_t run_queue_count(void) {
     return ort.host->size >= RAI_HOST_API_SIZE_1_4 ? ort.host->run_queue_count() : 1;
 }
 
-/* INFO MODULES, after the core's ai_onnxruntime_version (spec 13). One run
+/* INFO MODULES, after the core's ai_onnxruntime_version (docs/info.md). One run
  * session per worker thread of each device's queue, as 1.2 counts them. */
 static void ort_info(void *ctx, void (*add)(void *ctx, const char *field, const char *value)) {
     char value[32];

@@ -1,6 +1,6 @@
 /*
  * torch_script.cpp - TorchScript scripts (AI.SCRIPTSTORE / SCRIPTEXECUTE,
- * spec section 8) and the built-ins they can call.
+ * docs/commands.md, "Scripts") and the built-ins they can call.
  *
  * A script is a torch::jit::CompilationUnit compiled from the source with a
  * resolver in which `torch` is the aten builtin module and `redis` /
@@ -318,7 +318,8 @@ at::Tensor input_tensor(const TorchScript &s, RAI_Tensor *t) {
     return x.device() == s.device ? x : x.to(s.device);
 }
 
-/* Spec 8.7, legacy binding: Tensor parameters take one input each by
+/* Legacy binding (docs/commands.md, "How a script function is called"):
+ * Tensor parameters take one input each by
  * position, a List[Tensor] parameter takes the rest and ends the binding;
  * surplus inputs are ignored. */
 torch::jit::Stack legacy_stack(const TorchScript &s, torch::jit::Function &f,
@@ -372,7 +373,8 @@ void *script_create(const RAI_ScriptSpec *spec, RAI_Error *err) {
         if (!thread_config_error().empty()) {
             throw std::runtime_error(thread_config_error());
         }
-        /* Spec 8.1 row 7: an unknown device kind, then compile errors,
+        /* As AI.SCRIPTSTORE's errors are ordered (docs/commands.md): an
+         * unknown device kind, then compile errors,
          * then a missing CUDA (RedisAI 1.2 compiled before checking it). */
         if (spec->device != RAI_DEVICE_CPU && spec->device != RAI_DEVICE_GPU) {
             throw std::runtime_error(RAI_ERR_UNSUPPORTED_DEVICE);

@@ -65,7 +65,7 @@ typedef enum RAI_LogLevel {
     RAI_LOG_WARNING = 3,
 } RAI_LogLevel;
 
-/* Load-time settings a backend may read (spec section 12.1). */
+/* Load-time settings a backend may read (docs/configuration.md, "Module arguments"). */
 typedef enum RAI_ConfigKey {
     RAI_CONFIG_THREADS_PER_QUEUE = 0,
     RAI_CONFIG_INTRA_OP_PARALLELISM = 1, /* 0: framework default */

@@ -1,6 +1,6 @@
-/* redisai_llapi.h: RedisAI's low-level API for other Redis modules (LLAPI version 1).
+/* redisai/llapi.h: RedisAI's low-level API for other Redis modules (LLAPI version 1).
  *
- * The interface of RedisAI 1.2 (shared/spec/LLAPI.md): the same 76 functions (names, parameter
+ * The interface of RedisAI 1.2 (docs/llapi.md): the same 76 functions (names, parameter
  * lists, return types, meanings), so a module built against 1.2's interface (RedisGears) works
  * unchanged. RedisAI exports every function at load with RedisModule_ExportSharedAPI. A client
  * module includes this header, defines REDISAI_LLAPI_CLIENT_IMPL in exactly one of its files,
@@ -10,7 +10,7 @@
  * is the one list of signatures; RedisAI itself (REDISAI_LLAPI_PROVIDER) checks its
  * definitions against it at compile time.
  *
- * Semantics, as in 1.2 (details beside each definition in RedisAI's module/llapi*.c):
+ * Semantics, as in 1.2 (details beside each definition in RedisAI's module/llapi/ files):
  * - Threads. ModelRun and ScriptRun run in the calling thread (a command on the main thread,
  *   or a thread of the client's own; ONNX refuses synchronous runs, as in 1.2). ModelRunAsync,
  *   ScriptRunAsync and DAGRun queue the work on RedisAI's run queues, with the commands' runs
@@ -105,7 +105,7 @@ typedef enum RedisAI_ErrorCode {
     RedisAI_ErrorCode_EFINISHCTX,
 } RedisAI_ErrorCode;
 
-/* X(return type, name, (parameters)) for every exported function, in the spec's order. */
+/* X(return type, name, (parameters)) for every exported function. */
 #define REDISAI_LLAPI_FUNCTIONS(X) \
     X(int, RedisAI_InitError, (RAI_Error **err)) \
     X(void, RedisAI_ClearError, (RAI_Error *err)) \
