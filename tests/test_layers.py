@@ -63,6 +63,11 @@ def test_include_directories_are_cmakes() -> None:
         if prog is None:
             continue
         words = entry.get("arguments") or shlex.split(entry["command"])
+        # The C unit tests compile leaf files again, with include directories of
+        # their own: the file's own program is the one that counts.
+        out = words[words.index("-o") + 1] if "-o" in words else ""
+        if "/unit_" in out or out.startswith("CMakeFiles/unit_"):
+            continue
         dirs = []
         for i, w in enumerate(words):
             d = words[i + 1] if w == "-I" else w[2:] if w.startswith("-I") else None

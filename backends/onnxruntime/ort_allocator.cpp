@@ -13,7 +13,7 @@
 #include <new>
 #include <stdexcept>
 
-#include "onnxruntime/ort_backend.h"
+#include "onnxruntime/ort_env.h"
 
 namespace {
 

@@ -19,11 +19,6 @@
 extern "C" {
 #endif
 
-/* The text of an allocation refused by the limit, as RedisAI 1.2 words it. */
-#define ORT_MEMORY_LIMIT_TEXT "Onnxruntime memory limit exceeded, memory allocation failed."
-/* What precedes it when the allocation belongs to a MODELSTORE. */
-#define ORT_INIT_EXCEPTION_PREFIX "Exception during initialization: "
-
 /* Registers the allocator in env. BACKEND_MEMORY_LIMIT (0: unlimited)
  * bounds the bytes it holds at once. Returns the failed status, or NULL. */
 OrtStatus *ort_allocator_register(OrtEnv *env, const OrtMemoryInfo *cpu);

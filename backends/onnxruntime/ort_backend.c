@@ -1,6 +1,7 @@
 /*
  * ort_backend.c - the ONNX Runtime backend: entry point, descriptor, and
- * the process-wide ORT state (API table, environment, logger).
+ * the set-up of the process-wide ORT state of ort_env.h (API table,
+ * environment, logger).
  *
  * The model lifecycle is in ort_model.c, tensor conversion in ort_tensor.c,
  * the external-data check in ort_external.c.
@@ -9,45 +10,14 @@
 #include <string.h>
 
 #include "common/rai_entry.h"
-#include "redisai/backend_abi.h"
 #include "onnxruntime/ort_allocator.h"
-#include "onnxruntime/ort_backend.h"
+#include "onnxruntime/ort_env.h"
 #include "onnxruntime/ort_model.h"
+#include "redisai/backend_abi.h"
 
 #ifndef REDISAI_BACKEND_VARIANT
 #define REDISAI_BACKEND_VARIANT "cpu"
 #endif
-
-OrtBackend ort;
-
-int ort_failed(OrtStatus *status, RAI_Error *err) {
-    if (!status) {
-        return 0;
-    }
-    ort.host->error_set(err, "%s", ort.api->GetErrorMessage(status));
-    ort.api->ReleaseStatus(status);
-    return 1;
-}
-
-int ort_failed_limit(OrtStatus *status, RAI_Error *err, const char *prefix) {
-    if (!status) {
-        return 0;
-    }
-    /* The refusal is an exception ORT catches at a kernel or at session
-     * initialization and wraps in its own words: its text is what marks it. */
-    if (strstr(ort.api->GetErrorMessage(status), ORT_MEMORY_LIMIT_TEXT)) {
-        ort.host->error_set(err, "%s%s", prefix, ORT_MEMORY_LIMIT_TEXT);
-        ort.api->ReleaseStatus(status);
-        return 1;
-    }
-    return ort_failed(status, err);
-}
-
-void ort_discard(OrtStatus *status) {
-    if (status) {
-        ort.api->ReleaseStatus(status);
-    }
-}
 
 /* ORT's log lines go to the Redis log rather than to the server's stderr. */
 static void ort_log(void *param, OrtLoggingLevel severity, const char *category,

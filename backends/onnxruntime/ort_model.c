@@ -17,7 +17,7 @@
 #include "common/backend_threads.h"
 #include "common/rai_run.h"
 #include "onnxruntime/ort_allocator.h"
-#include "onnxruntime/ort_backend.h"
+#include "onnxruntime/ort_env.h"
 #include "onnxruntime/ort_external.h"
 #include "onnxruntime/ort_tensor.h"
 #include "onnxruntime/ort_watchdog.h"

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "onnxruntime/ort_backend.h"
+#include "onnxruntime/ort_env.h"
 
 /* An OrtValue for the input t. A numeric one views t's data, so it must be
  * released before the caller's borrow of t ends. Returns NULL after

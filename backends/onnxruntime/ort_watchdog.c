@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "onnxruntime/ort_backend.h"
+#include "onnxruntime/ort_env.h"
 
 static struct {
     pthread_mutex_t lock;

@@ -1,11 +1,11 @@
 /*
- * ort_backend.h - process-wide state of the ONNX Runtime backend, shared by
- * its translation units. Everything here is set once by RAI_BackendEntry,
+ * ort_env.h - process-wide state of the ONNX Runtime backend, shared by
+ * its translation units, and the status helpers every one of them uses. Everything here is set once by RAI_BackendEntry,
  * before the core can call any other function of the backend, and is only
  * read afterwards, so worker threads use it without locks.
  */
-#ifndef REDISAI_ORT_BACKEND_H
-#define REDISAI_ORT_BACKEND_H
+#ifndef REDISAI_ORT_ENV_H
+#define REDISAI_ORT_ENV_H
 
 #include <onnxruntime_c_api.h>
 
@@ -18,6 +18,12 @@ extern "C" {
 /* The C API version the fetched headers describe. A newer runtime serves it
  * too: its function table only grows. */
 #define RAI_ORT_API_VERSION 21
+
+/* The text of an allocation refused by BACKEND_MEMORY_LIMIT (the counting
+ * allocator, ort_allocator.cpp, throws it), as RedisAI 1.2 words it. */
+#define ORT_MEMORY_LIMIT_TEXT "Onnxruntime memory limit exceeded, memory allocation failed."
+/* What precedes it when the allocation belongs to a MODELSTORE. */
+#define ORT_INIT_EXCEPTION_PREFIX "Exception during initialization: "
 
 typedef struct OrtBackend {
     const RAI_HostApi *host;
