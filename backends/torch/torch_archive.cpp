@@ -16,6 +16,8 @@
  * script_depth.h), or a crafted archive with valid CRCs and code
  * 20,000 brackets deep would overflow the main thread's stack.
  */
+#include "torch/torch_archive.h"
+
 #include <caffe2/serialize/inline_container.h>
 
 #include "torch/script_depth.h"

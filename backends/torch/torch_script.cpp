@@ -25,7 +25,8 @@
  * interpreter's message around it, with the script's traceback.
  */
 #include "torch/script_depth.h"
-#include "torch/torch_backend.h"
+#include "torch/torch_common.h"
+#include "torch/torch_script.h"
 #include "redisai/reply_texts.h"
 
 #include <c10/core/InferenceMode.h>

@@ -1,18 +1,19 @@
 /*
- * torch_backend.h - what the two translation units of the PyTorch backend
- * share: the host table, error texts without C++ backtraces, and tensor
- * conversion between the core and libtorch.
+ * torch_common.h - what the translation units of the PyTorch backend share
+ * (torch_common.cpp): the host table, thread settings, error texts without
+ * C++ backtraces, and tensor conversion between the core and libtorch.
  *
- * torch_backend.cpp: entry point, descriptor, TorchScript models, tensors.
+ * torch_backend.cpp: entry point, descriptor, TorchScript models.
  * torch_script.cpp:  TorchScript scripts and the redis / redisAI built-ins.
+ * torch_archive.cpp: the checks of a model archive before libtorch reads it.
  *
  * Everything here is internal to redisai_torch.so (hidden visibility plus
  * the version script); only RAI_BackendEntry is exported. No function below
  * is called across the C ABI: the descriptor's members catch every C++
  * exception and turn it into host->error_set.
  */
-#ifndef REDISAI_TORCH_BACKEND_H
-#define REDISAI_TORCH_BACKEND_H
+#ifndef REDISAI_TORCH_COMMON_H
+#define REDISAI_TORCH_COMMON_H
 
 #include <torch/script.h>
 
@@ -113,12 +114,6 @@ Ret guarded(RAI_Error *err, Ret fail_value, Body &&body) noexcept {
         return fail_value;
     }
 }
-
-/* Script members of the descriptor (torch_script.cpp). */
-void *script_create(const RAI_ScriptSpec *spec, RAI_Error *err);
-void script_free(void *script);
-int script_run(void *script, const RAI_RunInfo *info, const RAI_ScriptCall *call,
-               RAI_Tensor **outputs, RAI_Error *err);
 
 }  // namespace rai_torch
 
