@@ -451,7 +451,7 @@ int script_run(void *script, const RAI_RunInfo *info, const RAI_ScriptCall *call
             return -1;
         }
         if (outs.size() != call->noutputs) {
-            set_error(err, "Function returned unexpected number of outputs - " + fn);
+            set_error(err, RAI_ERR_SCRIPT_OUTPUT_COUNT + fn);
             return -1;
         }
         for (size_t i = 0; i < outs.size(); i++) {

@@ -3,7 +3,7 @@
  * from the core and from a backend, or from several backends.
  *
  * Each is RedisAI 1.2's reply, byte for byte, which clients and tests match;
- * keeping it here means one place to check it against the spec. Where 1.2
+ * keeping it here means one place to check it against docs/commands.md. Where 1.2
  * gave two wordings of one refusal (a DAG's key counts, TFLITE's device),
  * both are here. A backend that adds to a text (Torch's output type name)
  * writes the macro followed by its own part.
@@ -38,6 +38,8 @@
 
 /* --- a run's outputs --- */
 #define RAI_ERR_OUTPUT_COUNT "ERR Model did not generate the expected number of outputs"
+/* A script function's, followed by the function's name. */
+#define RAI_ERR_SCRIPT_OUTPUT_COUNT "Function returned unexpected number of outputs - "
 
 /* --- tensor conversion in backends --- */
 #define RAI_ERR_UNSUPPORTED_INPUT_TYPE "ERR unsupported input type"

@@ -12,6 +12,7 @@
 #include "commands/config_list.h"
 #include "core/config.h"
 #include "loader/backend_loader.h"
+#include "core/messages.h"
 
 /* ---------------------------- load-time arguments ------------------------- */
 
@@ -216,7 +217,7 @@ int Config_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         if (!mayLoadCode(ctx, "loadbackend", argv[3])) return REDISMODULE_OK;
         RAI_BackendKind kind;
         if (!Backend_ParseKind(RedisModule_StringPtrLen(argv[2], NULL), &kind)) {
-            return RedisModule_ReplyWithError(ctx, "ERR unsupported backend");
+            return RedisModule_ReplyWithError(ctx, RAI_ERR_UNSUPPORTED_BACKEND);
         }
         int isolated = argc == 5;
         if (isolated && strcasecmp(RedisModule_StringPtrLen(argv[4], NULL), "ISOLATED")) {

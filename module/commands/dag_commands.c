@@ -19,6 +19,7 @@
 #include "commands/script_execute.h"
 #include "commands/tensor_commands.h"
 #include "types/tensor_type.h"
+#include "core/messages.h"
 
 typedef enum DagFlavor {
     DAG_EXECUTE,
@@ -85,7 +86,7 @@ static int bindOp(RAI_Dag *dag, RAI_DagOp *op, Names *names, RedisModuleString *
     op->outputs = RedisModule_Alloc(sizeof(size_t) * (nout ? nout : 1));
     for (size_t i = 0; i < nin; i++) {
         if (!nameGet(dag, names, inputs[i], &op->inputs[i])) {
-            Error_Set(err, "ERR INPUT key cannot be found in DAG");
+            Error_Set(err, RAI_ERR_DAG_INPUT_NOT_FOUND);
             return REDISMODULE_ERR;
         }
     }
@@ -359,12 +360,12 @@ static int parseHeader(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Name
             if (h->has_timeout) return unexpected(err, tok);
             h->has_timeout = 1;
             if (pos + 1 >= argc) {
-                Error_Set(err, "ERR No value provided for TIMEOUT");
+                Error_Set(err, RAI_ERR_TIMEOUT_MISSING);
                 return -1;
             }
             /* QUIRK (spec 9.7): 0 and negatives are accepted, meaning none. */
             if (RedisModule_StringToLongLong(argv[pos + 1], &h->timeout) != REDISMODULE_OK) {
-                Error_Set(err, "ERR Invalid value for TIMEOUT");
+                Error_Set(err, RAI_ERR_TIMEOUT_VALUE);
                 return -1;
             }
             pos += 2;
@@ -388,7 +389,7 @@ static int dagCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, D
     }
     if (!is_execute && argc < 4) {
         char msg[96];
-        snprintf(msg, sizeof(msg), "ERR wrong number of arguments for '%s' command",
+        snprintf(msg, sizeof(msg), RAI_ERR_WRONG_ARITY_FMT,
                  flavor_names[flavor]);
         return RedisModule_ReplyWithError(ctx, msg);
     }
@@ -407,7 +408,7 @@ static int dagCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, D
         goto fail;
     }
     if (pos >= argc) {
-        Error_Set(&err, "ERR DAG is empty");
+        Error_Set(&err, RAI_ERR_DAG_EMPTY);
         goto fail;
     }
     if (parseOps(ctx, flavor, dag, &names, argv + pos, argc - pos, &err) != REDISMODULE_OK) {

@@ -16,6 +16,8 @@
 #include "core/device.h"
 #include "types/model.h"
 #include "types/model_type.h"
+#include "redisai/reply_texts.h"
+#include "core/messages.h"
 
 /* MODELSTORE/MODELSET's numeric options: integers >= 0, integral doubles
  * such as 2.0 accepted (RedisAI's ArgsCursor). */
@@ -140,23 +142,23 @@ static const char *storeOptions(RedisModuleString **argv, int argc, int *pos,
     }
     if (*pos < argc && Args_TokenIs(argv[*pos], "BATCHSIZE")) {
         if (*pos + 1 >= argc || !parseOption(argv[*pos + 1], &p->batchsize)) {
-            return "ERR Invalid argument for BATCHSIZE";
+            return RAI_ERR_BATCHSIZE;
         }
         *pos += 2;
     }
     if (*pos < argc && Args_TokenIs(argv[*pos], "MINBATCHSIZE")) {
         if (*pos + 1 >= argc || !parseOption(argv[*pos + 1], &p->minbatchsize)) {
-            return "ERR Invalid argument for MINBATCHSIZE";
+            return RAI_ERR_MINBATCHSIZE;
         }
         if (p->minbatchsize > 0 && p->batchsize == 0) {
-            return "ERR MINBATCHSIZE specified without BATCHSIZE";
+            return RAI_ERR_MINBATCH_WITHOUT_BATCH;
         }
         if (p->minbatchsize > p->batchsize) return RAI_MINBATCH_TOO_LARGE_MSG;
         *pos += 2;
     }
     if (*pos < argc && Args_TokenIs(argv[*pos], "MINBATCHTIMEOUT")) {
         if (*pos + 1 >= argc || !parseOption(argv[*pos + 1], &p->minbatchtimeout)) {
-            return "ERR Invalid argument for MINBATCHTIMEOUT";
+            return RAI_ERR_MINBATCHTIMEOUT;
         }
         if (p->minbatchtimeout > 0 && p->minbatchsize == 0) {
             return "ERR MINBATCHTIMEOUT specified without MINBATCHSIZE";
@@ -177,10 +179,10 @@ static const char *storeNames(RedisModuleString **argv, int argc, int *pos,
         return NULL;
     }
     long long nin = 0, nout = 0;
-    if (!Args_TokenIs(argv[*pos], "INPUTS")) return "ERR INPUTS not specified for TF";
+    if (!Args_TokenIs(argv[*pos], "INPUTS")) return RAI_ERR_TF_INPUTS_NOT_SPECIFIED;
     if (*pos + 1 >= argc || RedisModule_StringToLongLong(argv[*pos + 1], &nin) != REDISMODULE_OK ||
         nin <= 0) {
-        return "ERR Invalid argument for input_count";
+        return RAI_ERR_INPUT_COUNT_ARG;
     }
     if (nin > argc - *pos - 2) {
         return "ERR number of model inputs does not match the number of given arguments";
@@ -189,11 +191,11 @@ static const char *storeNames(RedisModuleString **argv, int argc, int *pos,
     a->ninputs = (int)nin;
     *pos += 2 + (int)nin;
     if (*pos >= argc || !Args_TokenIs(argv[*pos], "OUTPUTS")) {
-        return "ERR OUTPUTS not specified for TF";
+        return RAI_ERR_TF_OUTPUTS_NOT_SPECIFIED;
     }
     if (*pos + 1 >= argc ||
         RedisModule_StringToLongLong(argv[*pos + 1], &nout) != REDISMODULE_OK || nout <= 0) {
-        return "ERR Invalid argument for output_count";
+        return RAI_ERR_OUTPUT_COUNT_ARG;
     }
     if (nout > argc - *pos - 2) {
         return "ERR number of model outputs does not match the number of given arguments";
@@ -210,23 +212,23 @@ int ModelStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int a
     if (argc < 6) return RedisModule_WrongArity(ctx);
     RAI_ModelParams p = {.tag = "", .tag_len = 0};
     if (!Backend_ParseKind(RedisModule_StringPtrLen(argv[2], NULL), &p.backend)) {
-        return replyErr(ctx, "ERR unsupported backend");
+        return replyErr(ctx, RAI_ERR_UNSUPPORTED_BACKEND);
     }
     p.device_str = RedisModule_StringPtrLen(argv[3], NULL);
     if (!Device_ParseStrict(p.device_str, &p.device, &p.device_id)) {
-        return replyErr(ctx, "ERR Invalid DEVICE");
+        return replyErr(ctx, RAI_ERR_INVALID_DEVICE);
     }
     int pos = 4;
     const char *why = storeOptions(argv, argc, &pos, &p);
     if (why) return replyErr(ctx, why);
-    if (pos >= argc) return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
+    if (pos >= argc) return replyErr(ctx, RAI_ERR_MISSING_BLOB);
     StoreArgs a = {0};
     why = storeNames(argv, argc, &pos, p.backend, &a);
     if (why) return replyErr(ctx, why);
     if (pos >= argc || !Args_TokenIs(argv[pos], "BLOB")) {
         return replyErr(ctx, "ERR Invalid argument, expected BLOB");
     }
-    if (pos + 1 >= argc) return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
+    if (pos + 1 >= argc) return replyErr(ctx, RAI_ERR_MISSING_BLOB);
     a.chunks = argv + pos + 1;
     a.nchunks = argc - pos - 1;
     return storeFromArgs(ctx, argv[1], &p, &a);
@@ -262,14 +264,14 @@ static const char *setOptions(RedisModuleString **argv, int argc, int *pos, RAI_
             return "ERR Auto-batching not supported by the TFLITE backend";
         }
         if (*pos + 1 >= argc || !parseOption(argv[*pos + 1], &p->batchsize)) {
-            return "ERR Invalid argument for BATCHSIZE";
+            return RAI_ERR_BATCHSIZE;
         }
         *pos += 2;
     }
     if (*pos < argc && Args_TokenIs(argv[*pos], "MINBATCHSIZE")) {
-        if (p->batchsize == 0) return "ERR MINBATCHSIZE specified without BATCHSIZE";
+        if (p->batchsize == 0) return RAI_ERR_MINBATCH_WITHOUT_BATCH;
         if (*pos + 1 >= argc || !parseOption(argv[*pos + 1], &p->minbatchsize)) {
-            return "ERR Invalid argument for MINBATCHSIZE";
+            return RAI_ERR_MINBATCHSIZE;
         }
         if (p->minbatchsize > p->batchsize) return RAI_MINBATCH_TOO_LARGE_MSG;
         *pos += 2;
@@ -278,7 +280,7 @@ static const char *setOptions(RedisModuleString **argv, int argc, int *pos, RAI_
         if (p->batchsize == 0) return "ERR MINBATCHTIMEOUT specified without BATCHSIZE";
         if (p->minbatchsize == 0) return "ERR MINBATCHTIMEOUT specified without MINBATCHSIZE";
         if (*pos + 1 >= argc || !parseOption(argv[*pos + 1], &p->minbatchtimeout)) {
-            return "ERR Invalid argument for MINBATCHTIMEOUT";
+            return RAI_ERR_MINBATCHTIMEOUT;
         }
         *pos += 2;
     }
@@ -293,20 +295,20 @@ static const char *setNamesAndChunks(RedisModuleString **argv, int argc, int pos
     int blob_at = findToken(argv, pos, argc, "BLOB");
     int chunks_from = blob_at < 0 ? argc - 1 : blob_at + 1;
     if (backend == RAI_BACKEND_TF) {
-        if (blob_at == pos) return "ERR Insufficient arguments, INPUTS and OUTPUTS not specified";
-        if (!Args_TokenIs(argv[pos], "INPUTS")) return "ERR INPUTS not specified";
+        if (blob_at == pos) return RAI_ERR_MISSING_INPUTS_OUTPUTS;
+        if (!Args_TokenIs(argv[pos], "INPUTS")) return RAI_ERR_INPUTS_NOT_SPECIFIED;
         int outputs_at = findToken(argv, pos + 1, blob_at < 0 ? argc : blob_at, "OUTPUTS");
-        if (outputs_at < 0) return "ERR OUTPUTS not specified";
+        if (outputs_at < 0) return RAI_ERR_OUTPUTS_NOT_SPECIFIED;
         a->inputs = argv + pos + 1;
         a->ninputs = outputs_at - (pos + 1);
         a->outputs = argv + outputs_at + 1;
         a->noutputs = (blob_at < 0 ? argc - 1 : blob_at) - (outputs_at + 1);
         if (a->noutputs <= 0 && blob_at < 0) {
-            return "ERR Insufficient arguments, missing model BLOB";
+            return RAI_ERR_MISSING_BLOB;
         }
     }
     /* Other backends: 1.2 ignores whatever lies between the options and BLOB. */
-    if (chunks_from >= argc) return "ERR Insufficient arguments, missing model BLOB";
+    if (chunks_from >= argc) return RAI_ERR_MISSING_BLOB;
     a->chunks = argv + chunks_from;
     a->nchunks = argc - chunks_from;
     return NULL;
@@ -320,21 +322,21 @@ int ModelSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     if (argc < 4) return RedisModule_WrongArity(ctx);
     RAI_ModelParams p = {.tag = "", .tag_len = 0};
     if (!Backend_ParseKind(RedisModule_StringPtrLen(argv[2], NULL), &p.backend)) {
-        return replyErr(ctx, "ERR unsupported backend");
+        return replyErr(ctx, RAI_ERR_UNSUPPORTED_BACKEND);
     }
     size_t dlen;
     p.device_str = RedisModule_StringPtrLen(argv[3], &dlen);
-    if (dlen > 10 || isModelSetKeyword(argv[3])) return replyErr(ctx, "ERR Invalid DEVICE");
+    if (dlen > 10 || isModelSetKeyword(argv[3])) return replyErr(ctx, RAI_ERR_INVALID_DEVICE);
     int pos = 4;
     const char *why = setOptions(argv, argc, &pos, &p);
     if (why) return replyErr(ctx, why);
-    if (pos >= argc) return replyErr(ctx, "ERR Insufficient arguments, missing model BLOB");
+    if (pos >= argc) return replyErr(ctx, RAI_ERR_MISSING_BLOB);
     StoreArgs a = {0};
     why = setNamesAndChunks(argv, argc, pos, p.backend, &a);
     if (why) return replyErr(ctx, why);
     if (!Device_ParseLoose(p.device_str, &p.device, &p.device_id)) {
-        return replyErr(ctx, p.backend == RAI_BACKEND_TFLITE ? "ERR Unsupported device"
-                                                             : "ERR unsupported device");
+        return replyErr(ctx, p.backend == RAI_BACKEND_TFLITE ? RAI_ERR_UNSUPPORTED_DEVICE_TFLITE
+                                                             : RAI_ERR_UNSUPPORTED_DEVICE);
     }
     return storeFromArgs(ctx, argv[1], &p, &a);
 }
@@ -424,7 +426,7 @@ int ModelDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
     int type = RedisModule_KeyType(key);
     if (type == REDISMODULE_KEYTYPE_EMPTY) {
         RedisModule_CloseKey(key);
-        return replyErr(ctx, "ERR model key is empty");
+        return replyErr(ctx, RAI_ERR_MODEL_KEY_EMPTY);
     }
     if (RedisModule_ModuleTypeGetType(key) != RAI_ModelType) {
         RedisModule_CloseKey(key);

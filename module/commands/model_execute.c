@@ -16,6 +16,8 @@
 #include "engine/dag.h"
 #include "engine/dag_start.h"
 #include "types/model_type.h"
+#include "redisai/reply_texts.h"
+#include "core/messages.h"
 
 /* A model that declares no outputs (TorchScript returning List[Tensor])
  * takes any count; the backend checks what it produced. */
@@ -41,13 +43,13 @@ int ModelExecute_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, 
     }
     a->model = Model_FromKey(ctx, argv[1], err);
     if (a->model == NULL) return REDISMODULE_ERR;
-    if (!Args_TokenIs(argv[2], "INPUTS")) return fail(a, err, "ERR INPUTS not specified");
+    if (!Args_TokenIs(argv[2], "INPUTS")) return fail(a, err, RAI_ERR_INPUTS_NOT_SPECIFIED);
     if (RedisModule_StringToLongLong(argv[3], &a->ninputs) != REDISMODULE_OK) {
-        return fail(a, err, "ERR Invalid argument for input_count");
+        return fail(a, err, RAI_ERR_INPUT_COUNT_ARG);
     }
     if (a->ninputs <= 0) return fail(a, err, "ERR Input count must be a positive integer");
     if ((size_t)a->ninputs != a->model->ninputs) {
-        return fail(a, err, "Number of keys given as INPUTS here does not match model definition");
+        return fail(a, err, RAI_ERR_INPUT_KEYS);
     }
     if (4 + a->ninputs > argc) {
         return fail(a, err,
@@ -57,15 +59,15 @@ int ModelExecute_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, 
     a->inputs = argv + 4;
     int pos = 4 + (int)a->ninputs;
     if (pos >= argc || !Args_TokenIs(argv[pos], "OUTPUTS")) {
-        return fail(a, err, "ERR OUTPUTS not specified");
+        return fail(a, err, RAI_ERR_OUTPUTS_NOT_SPECIFIED);
     }
     if (pos + 1 >= argc ||
         RedisModule_StringToLongLong(argv[pos + 1], &a->noutputs) != REDISMODULE_OK) {
-        return fail(a, err, "ERR Invalid argument for output_count");
+        return fail(a, err, RAI_ERR_OUTPUT_COUNT_ARG);
     }
     if (a->noutputs <= 0) return fail(a, err, "ERR Output count must be a positive integer");
     if (!outputCountMatches(a->model, a->noutputs)) {
-        return fail(a, err, "Number of keys given as OUTPUTS here does not match model definition");
+        return fail(a, err, RAI_ERR_OUTPUT_KEYS);
     }
     if (pos + 2 + a->noutputs > argc) {
         return fail(a, err,
@@ -79,16 +81,16 @@ int ModelExecute_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, 
         Error_SetFmt(err, "Invalid argument: %s", RedisModule_StringPtrLen(argv[pos], NULL));
         return fail(a, err, NULL);
     }
-    if (pos + 1 >= argc) return fail(a, err, "ERR No value provided for TIMEOUT");
+    if (pos + 1 >= argc) return fail(a, err, RAI_ERR_TIMEOUT_MISSING);
     if (RedisModule_StringToLongLong(argv[pos + 1], &a->timeout) != REDISMODULE_OK ||
         a->timeout <= 0) {
-        return fail(a, err, "ERR Invalid value for TIMEOUT");
+        return fail(a, err, RAI_ERR_TIMEOUT_VALUE);
     }
     if (pos + 2 < argc) {
         Error_SetFmt(err, "Invalid argument: %s", RedisModule_StringPtrLen(argv[pos + 2], NULL));
         return fail(a, err, NULL);
     }
-    if (in_dag) return fail(a, err, "ERR TIMEOUT not allowed within a DAG command");
+    if (in_dag) return fail(a, err, RAI_ERR_TIMEOUT_IN_DAG);
     return REDISMODULE_OK;
 }
 
@@ -105,12 +107,12 @@ int ModelRun_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int 
     if (Args_TokenIs(argv[pos], "TIMEOUT")) {
         if (RedisModule_StringToLongLong(argv[pos + 1], &a->timeout) != REDISMODULE_OK ||
             a->timeout <= 0) {
-            return fail(a, err, "ERR Invalid value for TIMEOUT");
+            return fail(a, err, RAI_ERR_TIMEOUT_VALUE);
         }
-        if (in_dag) return fail(a, err, "ERR TIMEOUT not allowed within a DAG command");
+        if (in_dag) return fail(a, err, RAI_ERR_TIMEOUT_IN_DAG);
         pos += 2;
     }
-    if (!Args_TokenIs(argv[pos], "INPUTS")) return fail(a, err, "ERR INPUTS not specified");
+    if (!Args_TokenIs(argv[pos], "INPUTS")) return fail(a, err, RAI_ERR_INPUTS_NOT_SPECIFIED);
     int outputs_at = argc;
     for (int i = pos + 1; i < argc; i++) {
         if (Args_TokenIs(argv[i], "OUTPUTS")) {
@@ -123,10 +125,10 @@ int ModelRun_Parse(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int 
     a->outputs = argv + outputs_at + 1;
     a->noutputs = outputs_at < argc ? argc - outputs_at - 1 : 0;
     if ((size_t)a->ninputs != a->model->ninputs) {
-        return fail(a, err, "Number of keys given as INPUTS here does not match model definition");
+        return fail(a, err, RAI_ERR_INPUT_KEYS);
     }
     if (!outputCountMatches(a->model, a->noutputs)) {
-        return fail(a, err, "Number of keys given as OUTPUTS here does not match model definition");
+        return fail(a, err, RAI_ERR_OUTPUT_KEYS);
     }
     return REDISMODULE_OK;
 }

@@ -10,6 +10,8 @@
 
 #include "types/script.h"
 #include "types/script_type.h"
+#include "redisai/reply_texts.h"
+#include "core/messages.h"
 
 /* Compiles, type-checks the key (after compiling, as 1.2), stores,
  * replicates verbatim and replies. */
@@ -48,7 +50,7 @@ int ScriptStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int 
         pos += 2;
     }
     if (pos >= argc || !Args_TokenIs(argv[pos], "ENTRY_POINTS")) {
-        return RedisModule_ReplyWithError(ctx, "ERR Insufficient arguments, missing script entry points");
+        return RedisModule_ReplyWithError(ctx, RAI_ERR_MISSING_ENTRY_POINTS);
     }
     long long n;
     if (pos + 1 >= argc || RedisModule_StringToLongLong(argv[pos + 1], &n) != REDISMODULE_OK) {
@@ -57,12 +59,12 @@ int ScriptStore_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int 
     }
     if (n < 0) n = 0;
     if (n > argc - pos - 2) {
-        return RedisModule_ReplyWithError(ctx, "ERR Insufficient arguments, missing script entry points");
+        return RedisModule_ReplyWithError(ctx, RAI_ERR_MISSING_ENTRY_POINTS);
     }
     RedisModuleString **eps_argv = argv + pos + 2;
     pos += 2 + (int)n;
     if (pos + 1 >= argc || !Args_TokenIs(argv[pos], "SOURCE")) {
-        return RedisModule_ReplyWithError(ctx, "ERR Insufficient arguments, missing script SOURCE");
+        return RedisModule_ReplyWithError(ctx, RAI_ERR_MISSING_SOURCE);
     }
     p.source = RedisModule_StringPtrLen(argv[pos + 1], &p.source_len);
     const char **eps = RedisModule_Alloc(sizeof(char *) * (n ? n : 1));
@@ -85,7 +87,7 @@ int ScriptSet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
         pos += 2;
     }
     if (pos + 1 >= argc || !Args_TokenIs(argv[pos], "SOURCE")) {
-        return RedisModule_ReplyWithError(ctx, "ERR Insufficient arguments, missing script SOURCE");
+        return RedisModule_ReplyWithError(ctx, RAI_ERR_MISSING_SOURCE);
     }
     p.source = RedisModule_StringPtrLen(argv[pos + 1], &p.source_len);
     return storeScript(ctx, argv[1], &p);
@@ -138,7 +140,7 @@ int ScriptDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
     int type = RedisModule_KeyType(key);
     if (type == REDISMODULE_KEYTYPE_EMPTY) {
         RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, "ERR script key is empty");
+        return RedisModule_ReplyWithError(ctx, RAI_ERR_SCRIPT_KEY_EMPTY);
     }
     if (RedisModule_ModuleTypeGetType(key) != RAI_ScriptType) {
         RedisModule_CloseKey(key);

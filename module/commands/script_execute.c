@@ -14,6 +14,7 @@
 #include "engine/dag.h"
 #include "engine/dag_start.h"
 #include "types/script_type.h"
+#include "core/messages.h"
 
 /* Consumes the script reference in a. */
 static int startScript(RedisModuleCtx *ctx, RedisModuleString *key, ScriptArgs *a) {
@@ -58,7 +59,7 @@ static int parseWith(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, in
                      ScriptArgs *a, RAI_Error *err, const char *name, SyntaxFn syntax) {
     memset(a, 0, sizeof(*a));
     if (argc < 3) {
-        Error_SetFmt(err, "ERR wrong number of arguments for '%s' command", name);
+        Error_SetFmt(err, RAI_ERR_WRONG_ARITY_FMT, name);
         return REDISMODULE_ERR;
     }
     a->function = argv[2];
@@ -166,10 +167,10 @@ static const char *parseScriptExecute(RedisModuleString **argv, int argc, int in
             if (pos + 1 >= argc) return "ERR No value provided for TIMEOUT in AI.SCRIPTEXECUTE";
             if (RedisModule_StringToLongLong(argv[pos + 1], &a->timeout) != REDISMODULE_OK ||
                 a->timeout <= 0) {
-                return "ERR Invalid value for TIMEOUT";
+                return RAI_ERR_TIMEOUT_VALUE;
             }
             if (pos + 2 < argc) return "ERR Encountered problem parsing AI.SCRIPTEXECUTE";
-            if (in_dag) return "ERR TIMEOUT not allowed within a DAG command";
+            if (in_dag) return RAI_ERR_TIMEOUT_IN_DAG;
             break;
         }
         Error_SetFmt(err, "ERR Invalid AI.SCRIPTEXECUTE command. Unexpected argument: %s",
@@ -250,9 +251,9 @@ static const char *parseScriptRun(RedisModuleString **argv, int argc, int in_dag
             if (pos + 1 >= argc ||
                 RedisModule_StringToLongLong(argv[pos + 1], &a->timeout) != REDISMODULE_OK ||
                 a->timeout <= 0) {
-                return "ERR Invalid value for TIMEOUT";
+                return RAI_ERR_TIMEOUT_VALUE;
             }
-            if (in_dag) return "ERR TIMEOUT not allowed within a DAG command";
+            if (in_dag) return RAI_ERR_TIMEOUT_IN_DAG;
             pos++;
         } else if (Args_TokenIs(tok, "INPUTS")) {
             if (seen_outputs) return "ERR Already encountered an INPUTS section in SCRIPTRUN";

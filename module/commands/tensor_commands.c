@@ -11,6 +11,7 @@
 #include "core/memory.h"
 #include "engine/tensor_reply.h"
 #include "types/tensor_type.h"
+#include "core/messages.h"
 
 /* Zero-filled tensors are the one form whose size the client does not
  * send: cap the bytes they cost so that a typo in a shape cannot exhaust

@@ -10,7 +10,6 @@
 
 #include <stdarg.h>
 
-#define RAI_WRONGTYPE_MSG "WRONGTYPE Operation against a key holding the wrong kind of value"
 
 struct RAI_Error {
     char *msg; /* NULL while no error is set; owned, RedisModule_Alloc'd */

@@ -12,8 +12,6 @@
 
 #include "redismodule.h"
 
-/* Redis's own reply to a deny-oom command over the limit (shared.oomerr). */
-#define RAI_OOM_MSG "OOM command not allowed when used memory > 'maxmemory'."
 
 /* Subscribes to config changes, so that maxmemory and its policy are read
  * once per CONFIG SET instead of at every check. From OnLoad. */

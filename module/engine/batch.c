@@ -12,6 +12,8 @@
 #include "core/clock.h"
 #include "engine/dag_run.h"
 #include "types/model.h"
+#include "redisai/reply_texts.h"
+#include "core/messages.h"
 
 static RAI_DagOp *batchableOp(RAI_Dag *dag) {
     if (dag->next_op >= dag->nops) return NULL;
@@ -104,15 +106,15 @@ void Batch_Run(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
     for (size_t k = 0; k < n; k++) Dag_MeasureEnd(dags[k]);
     for (size_t j = 0; rc == 0 && j < noutputs; j++) {
         if (outs[j] == NULL) {
-            Error_Set(&err, "ERR Model did not generate the expected number of outputs");
+            Error_Set(&err, RAI_ERR_OUTPUT_COUNT);
             rc = -1;
         } else if (outs[j]->ndims == 0 || outs[j]->dims[0] != total) {
-            Error_Set(&err, "ERR Model did not generate the expected batch size");
+            Error_Set(&err, RAI_ERR_BATCH_SIZE);
             rc = -1;
         }
     }
     if (rc != 0) {
-        Error_Set(&err, "ERR model run failed");
+        Error_Set(&err, RAI_ERR_RUN_FAILED);
         failBatch(dags, n, Error_Message(&err));
     } else {
         long long from = 0;

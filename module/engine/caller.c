@@ -2,6 +2,7 @@
  * caller.c - the ACL user and DB a run acts for, see caller.h.
  */
 #include "engine/caller.h"
+#include "core/messages.h"
 
 #include <errno.h>
 #include <string.h>

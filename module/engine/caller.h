@@ -10,15 +10,8 @@
 
 #include "core/error.h"
 #include "redismodule.h"
+#include "core/messages.h"
 
-/* Redis 7.0.15's texts (server.c processCommand), byte for byte. */
-#define CALLER_NOPERM_KEY \
-    "NOPERM this user has no permissions to access one of the keys used as arguments"
-#define CALLER_NOPERM_CHANNEL \
-    "NOPERM this user has no permissions to access one of the channels used as arguments"
-#define CALLER_NOPERM_CMD_FMT "NOPERM this user has no permissions to run the '%.*s' command"
-/* Ours: the user was deleted (ACL DELUSER) while its run waited or ran. */
-#define CALLER_NOPERM_GONE "NOPERM the user that started this run no longer exists"
 
 typedef struct RAI_Caller {
     int known;              /* 0: not captured; every check passes, DB 0 */

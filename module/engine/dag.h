@@ -118,7 +118,5 @@ size_t Dag_OpInputBytes(const RAI_Dag *dag, const RAI_DagOp *op);
  * redis.execute or a module's call` where the client may not block (any
  * RedisModule_Call, which Redis would abort on); 1 if it replied. */
 int Dag_RefuseIfCannotBlock(RedisModuleCtx *ctx);
-#define DAG_WOULD_BLOCK_FMT \
-    "ERR %s cannot run inside a script's redis.execute or a module's call: it would block"
 
 #endif

@@ -13,6 +13,7 @@
 #include "types/run_stats.h"
 #include "types/script.h"
 #include "types/tensor_type.h"
+#include "core/messages.h"
 
 static const RAI_DagOp *firstFailure(const RAI_Dag *dag) {
     for (size_t i = 0; i < dag->nops; i++) {

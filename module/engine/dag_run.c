@@ -15,6 +15,8 @@
 #include "types/model.h"
 #include "types/run_stats.h"
 #include "types/script.h"
+#include "redisai/reply_texts.h"
+#include "core/messages.h"
 
 /* The key a run is for: recorded at parse time; for an op built by the
  * LLAPI, the key its model or script is stored at, if any. */
@@ -99,16 +101,16 @@ void Dag_RunOp(RAI_Dag *dag, RAI_DagOp *op, int worker_index) {
     for (size_t i = 0; rc == 0 && i < op->noutputs; i++) {
         if (outs[i] == NULL) {
             if (op->kind == DAG_OP_MODEL) {
-                Error_Set(&op->err, "ERR Model did not generate the expected number of outputs");
+                Error_Set(&op->err, RAI_ERR_OUTPUT_COUNT);
             } else {
-                Error_SetFmt(&op->err, "Function returned unexpected number of outputs - %s",
+                Error_SetFmt(&op->err, RAI_ERR_SCRIPT_OUTPUT_COUNT "%s",
                              op->function);
             }
             rc = -1;
         }
     }
     if (rc != 0) {
-        Error_Set(&op->err, "ERR model run failed");
+        Error_Set(&op->err, RAI_ERR_RUN_FAILED);
         for (size_t i = 0; i < op->noutputs; i++) Tensor_Release(outs[i]);
         op->state = DAG_OP_FAILED;
     } else {

@@ -18,6 +18,8 @@
 #include "redismodule.h"
 #include "engine/run_queue.h"
 #include "core/tensor.h"
+#include "redisai/reply_texts.h"
+#include "core/messages.h"
 
 #include <string.h>
 #include <strings.h>
@@ -328,9 +330,9 @@ static int hostModelExecute(const char *key, size_t key_len, RAI_Tensor *const *
     if (m == NULL) return -1;
     int rc = -1;
     if (ninputs != m->ninputs) {
-        Error_Set(err, "Number of keys given as INPUTS here does not match model definition");
+        Error_Set(err, RAI_ERR_INPUT_KEYS);
     } else if (m->noutputs != 0 && noutputs != m->noutputs) {
-        Error_Set(err, "Number of keys given as OUTPUTS here does not match model definition");
+        Error_Set(err, RAI_ERR_OUTPUT_KEYS);
     } else {
         RAI_RunInfo info = {
             .size = sizeof(RAI_RunInfo),
@@ -341,7 +343,7 @@ static int hostModelExecute(const char *key, size_t key_len, RAI_Tensor *const *
         rc = m->be->model_run(m->handle, &info, inputs, ninputs, outputs, noutputs, err);
         for (size_t i = 0; rc == 0 && i < noutputs; i++) {
             if (outputs[i] == NULL) {
-                Error_Set(err, "ERR Model did not generate the expected number of outputs");
+                Error_Set(err, RAI_ERR_OUTPUT_COUNT);
                 rc = -1;
             }
         }

@@ -17,6 +17,8 @@
  * the callback runs.
  */
 #include "llapi/llapi_internal.h"
+#include "redisai/reply_texts.h"
+#include "core/messages.h"
 
 #include <ctype.h>
 #include <string.h>
@@ -110,12 +112,12 @@ int LLAPI_ModelOrder(RAI_ModelRunCtx *mctx, RAI_Tensor **ins, size_t *out_index,
     const RAI_Model *m = mctx->model;
     if (mctx->inputs.n != m->ninputs) {
         LLAPI_Fail(err, RedisAI_ErrorCode_EMODELRUN,
-             "Number of keys given as INPUTS here does not match model definition");
+             RAI_ERR_INPUT_KEYS);
         return REDISMODULE_ERR;
     }
     if (m->noutputs != 0 && mctx->outputs.n != m->noutputs) {
         LLAPI_Fail(err, RedisAI_ErrorCode_EMODELRUN,
-             "Number of keys given as OUTPUTS here does not match model definition");
+             RAI_ERR_OUTPUT_KEYS);
         return REDISMODULE_ERR;
     }
     int by_name = m->backend == RAI_BACKEND_TF;
@@ -342,18 +344,12 @@ int RedisAI_DAGAddRunOp(RAI_DAGRunCtx *run_info, RAI_DAGRunOp *DAGop, RAI_Error 
     if (DAGop->kind == DAG_OP_MODEL) {
         const RAI_Model *m = DAGop->model;
         if (DAGop->inputs.n != m->ninputs) {
-            Error_SetFmt(err,
-                         "Number of keys given as INPUTS does not match model definition, "
-                         "expected %zu but was given %zu",
-                         m->ninputs, DAGop->inputs.n);
+            Error_SetFmt(err, RAI_ERR_DAG_INPUT_KEYS_FMT, m->ninputs, DAGop->inputs.n);
             Error_SetCode(err, RedisAI_ErrorCode_EDAGBUILDER);
             return REDISMODULE_ERR;
         }
         if (m->noutputs != 0 && DAGop->outputs.n != m->noutputs) {
-            Error_SetFmt(err,
-                         "Number of keys given as OUTPUTS does not match model definition, "
-                         "expected %zu but was given %zu",
-                         m->noutputs, DAGop->outputs.n);
+            Error_SetFmt(err, RAI_ERR_DAG_OUTPUT_KEYS_FMT, m->noutputs, DAGop->outputs.n);
             Error_SetCode(err, RedisAI_ErrorCode_EDAGBUILDER);
             return REDISMODULE_ERR;
         }
@@ -500,11 +496,11 @@ int RedisAI_DAGRun(RAI_DAGRunCtx *run_info, RAI_OnFinishCB DAGAsyncFinish, void 
     }
     RAI_Dag *dag = run_info->finish.dag;
     if (dag->nops == 0) {
-        LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER, "ERR DAG is empty");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER, RAI_ERR_DAG_EMPTY);
         return REDISMODULE_ERR;
     }
     if (RedisModule_DictSize(run_info->names.unresolved) > 0) {
-        LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER, "ERR INPUT key cannot be found in DAG");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER, RAI_ERR_DAG_INPUT_NOT_FOUND);
         return REDISMODULE_ERR;
     }
     run_info->finish.cb = DAGAsyncFinish;

@@ -14,6 +14,8 @@
 #include "types/model_type.h"
 #include "engine/run_queue.h"
 #include "types/run_stats.h"
+#include "redisai/reply_texts.h"
+#include "core/messages.h"
 
 static long long nowUs(void) {
     struct timespec ts;
@@ -26,10 +28,10 @@ static long long nowUs(void) {
 /* MODELSTORE's checks of the batching options. */
 static const char *checkOpts(const RAI_ModelOpts *o) {
     if (o->batchsize > LLONG_MAX || o->minbatchsize > LLONG_MAX || o->minbatchtimeout > LLONG_MAX) {
-        return "ERR Invalid argument for BATCHSIZE";
+        return RAI_ERR_BATCHSIZE;
     }
     if (o->minbatchsize > 0 && o->batchsize == 0) {
-        return "ERR MINBATCHSIZE specified without BATCHSIZE";
+        return RAI_ERR_MINBATCH_WITHOUT_BATCH;
     }
     if (o->minbatchsize > o->batchsize) return RAI_MINBATCH_TOO_LARGE_MSG;
     if (o->minbatchtimeout > 0 && o->minbatchsize == 0) {
@@ -51,7 +53,7 @@ RAI_Model *RedisAI_ModelCreate(int backend, char *devicestr, char *tag, RAI_Mode
                                const char **outputs, const char *modeldef, size_t modellen,
                                RAI_Error *err) {
     if (backend < RAI_BACKEND_TF || backend > RAI_BACKEND_ONNX) {
-        LLAPI_Fail(err, RedisAI_ErrorCode_EUNSUPPORTEDBACKEND, "ERR unsupported backend");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EUNSUPPORTEDBACKEND, RAI_ERR_UNSUPPORTED_BACKEND);
         return NULL;
     }
     RAI_ModelParams p = {
@@ -68,21 +70,21 @@ RAI_Model *RedisAI_ModelCreate(int backend, char *devicestr, char *tag, RAI_Mode
         .outputs = outputs,
     };
     if (devicestr == NULL || !Device_ParseStrict(devicestr, &p.device, &p.device_id)) {
-        LLAPI_Fail(err, RedisAI_ErrorCode_EMODELCREATE, "ERR Invalid DEVICE");
+        LLAPI_Fail(err, RedisAI_ErrorCode_EMODELCREATE, RAI_ERR_INVALID_DEVICE);
         return NULL;
     }
     const char *bad = checkOpts(&opts);
     if (bad == NULL && backend == RAI_BACKEND_TF && (ninputs == 0 || inputs == NULL)) {
-        bad = "ERR INPUTS not specified for TF";
+        bad = RAI_ERR_TF_INPUTS_NOT_SPECIFIED;
     }
     if (bad == NULL && backend == RAI_BACKEND_TF && (noutputs == 0 || outputs == NULL)) {
-        bad = "ERR OUTPUTS not specified for TF";
+        bad = RAI_ERR_TF_OUTPUTS_NOT_SPECIFIED;
     }
     if (bad == NULL && ((ninputs && inputs == NULL) || (noutputs && outputs == NULL))) {
         bad = "ERR input or output names missing";
     }
     if (bad == NULL && (modeldef == NULL || modellen == 0)) {
-        bad = "ERR Insufficient arguments, missing model BLOB";
+        bad = RAI_ERR_MISSING_BLOB;
     }
     if (bad) {
         LLAPI_Fail(err, RedisAI_ErrorCode_EMODELCREATE, bad);
@@ -295,15 +297,15 @@ int RedisAI_ModelRun(RAI_ModelRunCtx **mctxs, long long n, RAI_Error *err) {
     long long duration = nowUs() - start;
     for (size_t j = 0; run == 0 && j < r.nout; j++) {
         if (outs[j] == NULL) {
-            Error_Set(err, "ERR Model did not generate the expected number of outputs");
+            Error_Set(err, RAI_ERR_OUTPUT_COUNT);
             run = -1;
         } else if (n > 1 && (outs[j]->ndims == 0 || outs[j]->dims[0] != total)) {
-            Error_Set(err, "ERR Model did not generate the expected batch size");
+            Error_Set(err, RAI_ERR_BATCH_SIZE);
             run = -1;
         }
     }
     if (run != 0) {
-        Error_Set(err, "ERR model run failed");
+        Error_Set(err, RAI_ERR_RUN_FAILED);
         Error_SetCode(err, RedisAI_ErrorCode_EMODELRUN);
         for (long long k = 0; m->stats && k < n; k++) RunStats_AddRun(m->stats, 0, 0, 0);
         goto done;

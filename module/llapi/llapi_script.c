@@ -17,6 +17,7 @@
 #include "engine/run_queue.h"
 #include "types/run_stats.h"
 #include "types/script_type.h"
+#include "redisai/reply_texts.h"
 
 static long long nowUs(void) {
     struct timespec ts;
@@ -33,8 +34,8 @@ RAI_Script *RedisAI_ScriptCreate(char *devicestr, char *tag, const char *scriptd
                                  RAI_Error *err) {
     if (devicestr == NULL || scriptdef == NULL) {
         LLAPI_Fail(err, RedisAI_ErrorCode_ESCRIPTCREATE,
-             devicestr ? "ERR Insufficient arguments, missing script SOURCE"
-                       : "ERR unsupported device");
+             devicestr ? RAI_ERR_MISSING_SOURCE
+                       : RAI_ERR_UNSUPPORTED_DEVICE);
         return NULL;
     }
     const RAI_BackendDescriptor *be = Backend_Require(NULL, RAI_BACKEND_TORCH, err);
@@ -184,7 +185,7 @@ int RedisAI_ScriptRun(RAI_ScriptRunCtx *sctx, RAI_Error *err) {
     long long duration = nowUs() - start;
     for (size_t i = 0; rc == 0 && i < sctx->noutputs; i++) {
         if (outs[i] == NULL) {
-            Error_SetFmt(err, "Function returned unexpected number of outputs - %s", sctx->function);
+            Error_SetFmt(err, RAI_ERR_SCRIPT_OUTPUT_COUNT "%s", sctx->function);
             rc = -1;
         }
     }

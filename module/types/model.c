@@ -8,6 +8,7 @@
 #include "loader/backend_loader.h"
 #include "types/run_stats.h"
 #include "types/stored.h"
+#include "core/messages.h"
 
 static long fallback_models; /* atomic */
 
@@ -39,7 +40,7 @@ static const RAI_BackendDescriptor *namedBackend(RedisModuleCtx *ctx, const RAI_
                             def->name);
         } else {
             be = NULL;
-            Error_Set(err, "ERR Could not load backend");
+            Error_Set(err, RAI_ERR_LOAD_BACKEND);
         }
     }
     Error_Clear(&why);
@@ -55,7 +56,7 @@ static const RAI_BackendDescriptor *pickBackend(RedisModuleCtx *ctx, const RAI_M
     if (be == NULL && p->backend == RAI_BACKEND_TFLITE) {
         Error_Set(err, "ERR Could not load backend: TFLITE" RAI_TFLITE_UNAVAILABLE);
     } else if (be == NULL) {
-        Error_Set(err, "ERR Could not load backend");
+        Error_Set(err, RAI_ERR_LOAD_BACKEND);
     }
     return be;
 }

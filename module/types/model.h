@@ -15,11 +15,6 @@
 struct RAI_RunQueue;
 struct RAI_RunStats;
 
-/* A model that waits for more samples than one batch may hold would never
- * run (1.2 accepted it and its MODELEXECUTE hung): refused by MODELSTORE,
- * MODELSET and RDB load. Not a 1.2 text: 1.2 had no such check. */
-#define RAI_MINBATCH_TOO_LARGE_MSG "ERR MINBATCHSIZE cannot be larger than BATCHSIZE"
-
 typedef struct RAI_Model {
     long refcount; /* atomic */
     RAI_BackendKind backend;

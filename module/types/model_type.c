@@ -20,6 +20,7 @@
 #include "types/model.h"
 #include "types/rdb_io.h"
 #include "types/tensor_type.h"
+#include "core/messages.h"
 
 RedisModuleType *RAI_ModelType = NULL;
 
@@ -294,7 +295,7 @@ RAI_Model *Model_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Er
     RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
     RAI_Model *m = NULL;
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        Error_Set(err, "ERR model key is empty");
+        Error_Set(err, RAI_ERR_MODEL_KEY_EMPTY);
     } else if (RedisModule_ModuleTypeGetType(key) != RAI_ModelType) {
         Error_Set(err, RAI_WRONGTYPE_MSG);
     } else {

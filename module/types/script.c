@@ -9,11 +9,13 @@
 #include "loader/backend_loader.h"
 #include "types/run_stats.h"
 #include "types/stored.h"
+#include "redisai/reply_texts.h"
+#include "core/messages.h"
 
 RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Error *err) {
     const RAI_BackendDescriptor *be = Backend_Get(ctx, RAI_BACKEND_TORCH);
     if (be == NULL) {
-        Error_Set(err, "ERR Could not load backend");
+        Error_Set(err, RAI_ERR_LOAD_BACKEND);
         return NULL;
     }
     if (!Backend_HasScripts(be)) {
@@ -23,7 +25,7 @@ RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Er
     RAI_DeviceKind kind;
     int64_t id;
     if (!Device_ParseLoose(p->device_str, &kind, &id)) {
-        Error_Set(err, "ERR unsupported device");
+        Error_Set(err, RAI_ERR_UNSUPPORTED_DEVICE);
         return NULL;
     }
     RAI_ScriptSpec spec = {

@@ -18,6 +18,7 @@
 #include "types/rdb_io.h"
 #include "types/script.h"
 #include "types/tensor_type.h"
+#include "core/messages.h"
 
 RedisModuleType *RAI_ScriptType = NULL;
 
@@ -149,7 +150,7 @@ RAI_Script *Script_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_
     RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
     RAI_Script *s = NULL;
     if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        Error_Set(err, "ERR script key is empty");
+        Error_Set(err, RAI_ERR_SCRIPT_KEY_EMPTY);
     } else if (RedisModule_ModuleTypeGetType(key) != RAI_ScriptType) {
         Error_Set(err, RAI_WRONGTYPE_MSG);
     } else {

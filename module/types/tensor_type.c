@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/tensor.h"
+#include "core/messages.h"
 
 RedisModuleType *RAI_TensorType = NULL;
 

@@ -32,6 +32,7 @@
 #include "core/tensor.h"
 #include "isolation/core/iso_control.h"
 #include "isolation/iso_shm.h"
+#include "core/messages.h"
 
 #define ISO_CHANNEL_OPEN_TIMEOUT_MS 10000
 #define ISO_HOST_ID_BIT (1ULL << 63)
@@ -562,7 +563,7 @@ static int serveModelExecute(IsoChan *c, IsoMsg *m, char *why, size_t wl) {
     c->depth++;
     int rc = outs ? Iso_Api()->model_execute(key, key_len, ins, nin, outs, nout, &e) : -1;
     c->depth--;
-    if (outs == NULL) Error_Set(&e, "ERR out of memory");
+    if (outs == NULL) Error_Set(&e, RAI_ERR_OOM);
     releaseAll(ins, nin);
     if (rc != 0) {
         Iso_SendError(c->sock, m->h.id, Error_Message(&e));
@@ -722,7 +723,7 @@ static int waitRunnable(IsoHandle *h, const char *key, RAI_Error *err) {
         long long now = Iso_NowMs();
         if (now >= until || (s->state == ISO_DEAD && s->restart_at_ms > until)) {
             Error_SetFmt(err,
-                         "ERR %s backend process is restarting after it exited (%s); try again",
+                         RAI_ERR_HOST_RESTARTING_FMT,
                          kind, s->last_exit);
             return -1;
         }

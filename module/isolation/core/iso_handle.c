@@ -12,6 +12,7 @@
 
 #include "core/config.h"
 #include "isolation/core/iso_control.h"
+#include "core/messages.h"
 
 static uint64_t next_handle_id;
 
@@ -43,7 +44,7 @@ IsoHandle *IsoHandle_New(IsoSlot *s, int is_script, const char *key, size_t key_
                          const char *const *out, RAI_Error *err) {
     IsoHandle *h = calloc(1, sizeof(*h));
     if (h == NULL) {
-        Error_Set(err, "ERR out of memory");
+        Error_Set(err, RAI_ERR_OOM);
         return NULL;
     }
     h->slot = s;
@@ -55,7 +56,7 @@ IsoHandle *IsoHandle_New(IsoSlot *s, int is_script, const char *key, size_t key_
     if (is_script) {
         h->owned_source = malloc(blob_len + 1);
         if (h->owned_source == NULL) {
-            Error_Set(err, "ERR out of memory");
+            Error_Set(err, RAI_ERR_OOM);
             IsoHandle_Free(h);
             return NULL;
         }

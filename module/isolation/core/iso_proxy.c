@@ -22,6 +22,7 @@
 #include "isolation/core/iso_handle.h"
 #include "isolation/core/iso_restart.h"
 #include "isolation/core/iso_spawn.h"
+#include "core/messages.h"
 
 #define ISO_INFO_TIMEOUT_MS 500
 
@@ -45,7 +46,7 @@ static int waitReady(IsoSlot *s, RAI_Error *err) {
         long long left = until - Iso_NowMs();
         if (left <= 0 || (s->state == ISO_DEAD && s->restart_at_ms > until)) {
             Error_SetFmt(err,
-                         "ERR %s backend process is restarting after it exited (%s); try again",
+                         RAI_ERR_HOST_RESTARTING_FMT,
                          Backend_KindName(s->kind), s->last_exit);
             return -1;
         }

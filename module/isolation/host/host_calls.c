@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "isolation/host/host.h"
+#include "core/messages.h"
 
 static __thread HostFrame *top;
 static uint64_t last_id; /* the host's own request ids, HOST_ID_BIT added */
@@ -308,7 +309,7 @@ int HostCall_ModelExecute(const char *key, size_t key_len, RAI_Tensor *const *in
         free(text);
         status = -1;
     } else if (takeOutputs(ch, &m, outputs, noutputs) != 0) {
-        Error_Set(err, "ERR out of memory in the backend host");
+        Error_Set(err, RAI_ERR_HOST_OOM);
         status = -1;
     }
     IsoMsg_Free(&m);

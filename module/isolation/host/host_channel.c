@@ -19,6 +19,7 @@
 
 #include "isolation/host/host.h"
 #include "isolation/iso_shm.h"
+#include "core/messages.h"
 
 /* One decoded MODEL_RUN or SCRIPT_RUN. */
 typedef struct Request {
@@ -145,7 +146,7 @@ static int encodeOutputs(HostChannel *ch, RAI_Tensor **outputs, uint32_t nout, I
     IsoTensorDesc *odescs = malloc((nout ? nout : 1) * sizeof(*odescs));
     *large = -1;
     if (odescs == NULL) {
-        Error_Set(err, "ERR out of memory in the backend host");
+        Error_Set(err, RAI_ERR_HOST_OOM);
         return -1;
     }
     int rc = HostWire_Place(ch, outputs, nout, odescs, large);
@@ -168,11 +169,11 @@ void HostChannel_Serve(HostChannel *ch, IsoMsg *m) {
     RAI_Error err;
     Error_Init(&err);
     int rc = inputs && outputs ? 0 : -1;
-    if (rc != 0) Error_Set(&err, "ERR out of memory in the backend host");
+    if (rc != 0) Error_Set(&err, RAI_ERR_HOST_OOM);
     for (uint32_t i = 0; rc == 0 && i < q.nin; i++) {
         inputs[i] = HostWire_TensorIn(ch, m, &regions, &q.descs[i], 1, "input", i);
         if (inputs[i] == NULL) {
-            Error_Set(&err, "ERR out of memory in the backend host");
+            Error_Set(&err, RAI_ERR_HOST_OOM);
             rc = -1;
         }
     }

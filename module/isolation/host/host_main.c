@@ -26,6 +26,7 @@
 
 #include "core/backend_kind.h"
 #include "isolation/host/host.h"
+#include "core/messages.h"
 
 HostState host;
 
@@ -370,7 +371,7 @@ static void modelCreate(IsoMsg *m) {
         Iso_SendError(HOST_CTL_FD, m->h.id, Error_Message(&err));
     } else if (HostHandles_Add(handle, HOST_HANDLE_MODEL, model) != 0) {
         host.desc->model_free(model);
-        Iso_SendError(HOST_CTL_FD, m->h.id, "ERR out of memory in the backend host");
+        Iso_SendError(HOST_CTL_FD, m->h.id, RAI_ERR_HOST_OOM);
     } else {
         IsoBuf b;
         IsoBuf_Init(&b);
@@ -448,7 +449,7 @@ static void scriptCreate(IsoMsg *m) {
             Iso_SendError(HOST_CTL_FD, m->h.id, Error_Message(&err));
         } else if (HostHandles_Add(handle, HOST_HANDLE_SCRIPT, script) != 0) {
             host.desc->script_free(script);
-            Iso_SendError(HOST_CTL_FD, m->h.id, "ERR out of memory in the backend host");
+            Iso_SendError(HOST_CTL_FD, m->h.id, RAI_ERR_HOST_OOM);
         } else {
             IsoBuf b;
             IsoBuf_Init(&b);
