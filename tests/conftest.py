@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import os
 import pathlib
-from typing import Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 import redis
 
+import engine_models as em
+from helpers import assert_ok
 from native import FixtureBackends, build_fixture_backends
 from paths import backend_file, find_install_dir
-from redis_server import ISOLATE_ENV, RedisServer
+from redis_server import ISOLATE_ENV, Connect, RedisServer, StartServer, backend_args
 from resp import RawClient
 
 
@@ -58,19 +60,83 @@ def tf_backend_path(install_dir: pathlib.Path) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def server(module_path: pathlib.Path) -> Iterator[RedisServer]:
-    """A server with the module and no backend loaded (backends load lazily or by test)."""
-    srv = RedisServer(module_path)
-    yield srv
-    srv.stop()
+def start_server(module_path: pathlib.Path) -> Iterator[StartServer]:
+    """start_server(module_args=(), *, module=None, **kw): a RedisServer of this test module
+    (module: another module .so to load first; kw: RedisServer's extra=, env=, exe=, cwd=),
+    stopped once the module's tests are done. For servers shared by a test module; a test
+    that needs a server of its own starts and stops it itself."""
+    started: list[RedisServer] = []
+
+    def start(module_args: Sequence[str] = (), *, module: pathlib.Path | None = None,
+              **kw: Any) -> RedisServer:
+        srv = RedisServer(module or module_path, module_args, **kw)
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.stop()
 
 
 @pytest.fixture(scope="module")
-def tf_server(module_path: pathlib.Path, tf_backend_path: pathlib.Path) -> Iterator[RedisServer]:
+def server(start_server: StartServer) -> RedisServer:
+    """A server with the module and no backend loaded (backends load lazily or by test)."""
+    return start_server()
+
+
+@pytest.fixture(scope="module")
+def tf_server(start_server: StartServer, tf_backend_path: pathlib.Path) -> RedisServer:
     """A server with the module and the TensorFlow backend loaded at load time."""
-    srv = RedisServer(module_path, ["TF", str(tf_backend_path)])
-    yield srv
-    srv.stop()
+    return start_server(["TF", str(tf_backend_path)])
+
+
+@pytest.fixture(scope="module")
+def torch_server(start_server: StartServer, torch_backend_path: pathlib.Path) -> RedisServer:
+    """A server with the module and the Torch backend loaded at load time."""
+    return start_server(["TORCH", str(torch_backend_path)])
+
+
+@pytest.fixture(scope="module")
+def onnx_server(start_server: StartServer, onnx_backend_path: pathlib.Path) -> RedisServer:
+    """A server with the module and the ONNX Runtime backend loaded at load time."""
+    return start_server(["ONNX", str(onnx_backend_path)])
+
+
+@pytest.fixture(scope="module")
+def all_backends_server(start_server: StartServer,
+                        all_backend_paths: dict[str, pathlib.Path]) -> RedisServer:
+    """A server with TF, TORCH and ONNX loaded at load time, in that order."""
+    return start_server(backend_args(all_backend_paths))
+
+
+@pytest.fixture
+def connect() -> Iterator[Connect]:
+    """connect(server, flush=True): an exact-reply client of the server, after FLUSHALL
+    unless flush=False. When the test is done the client is closed and the server must still
+    be running (its log is the failure message): a crash is never a pass."""
+    opened: list[tuple[RawClient, RedisServer]] = []
+
+    def open_client(srv: RedisServer, flush: bool = True) -> RawClient:
+        client = RawClient(srv.port)
+        opened.append((client, srv))
+        if flush:
+            assert_ok(client.execute("FLUSHALL"))
+        return client
+
+    yield open_client
+    for client, _ in opened:
+        client.close()
+    for _, srv in opened:
+        assert srv.alive(), srv.log()
+
+
+@pytest.fixture(scope="module")
+def slow_n(tf_server: RedisServer) -> Callable[[float], int]:
+    """n(seconds) -> the loop count of tf_graphs.slow_graph() for a run of about that long
+    on tf_server, measured once per test module (engine_models.calibrate_slow)."""
+    with RawClient(tf_server.port) as c:
+        assert_ok(c.execute("FLUSHALL"))
+        return em.calibrate_slow(c)
 
 
 @pytest.fixture

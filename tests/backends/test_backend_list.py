@@ -16,7 +16,7 @@ import pathlib
 import shutil
 import sys
 import time
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -128,13 +128,6 @@ def tree(backends_dir: pathlib.Path) -> dict[str, dict[str, Any]]:
     if not t:
         pytest.skip(f"no backend folders in {backends_dir}")
     return t
-
-
-@pytest.fixture
-def fresh(module_path: pathlib.Path) -> Iterator[RedisServer]:
-    s = RedisServer(module_path)
-    yield s
-    s.stop()
 
 
 def _link_or_copy(src: str, dst: str) -> None:

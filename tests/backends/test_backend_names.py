@@ -84,14 +84,6 @@ def two_onnx(tmp_path_factory: pytest.TempPathFactory,
 
 
 @pytest.fixture
-def fresh(module_path: pathlib.Path) -> Iterator[RedisServer]:
-    s = RedisServer(module_path)
-    yield s
-    assert s.alive(), s.log()[-3000:]
-    s.stop()
-
-
-@pytest.fixture
 def servers(module_path: pathlib.Path) -> Iterator[Servers]:
     s = Servers(module_path, [])
     yield s

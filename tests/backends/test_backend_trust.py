@@ -20,7 +20,6 @@ import pathlib
 import re
 import shutil
 from dataclasses import dataclass
-from typing import Iterator
 
 import sys
 
@@ -30,7 +29,7 @@ import pytest
 from helpers import LOAD_ERR, LogMark, assert_error, assert_error_startswith, assert_ok
 from native import cc_shared
 from paths import ROOT
-from redis_server import RedisServer, start_expecting_failure
+from redis_server import Connect, RedisServer, start_expecting_failure
 from resp import RawClient, RespError
 
 if str(ROOT) not in sys.path:
@@ -110,18 +109,14 @@ def trust(tmp_path_factory: pytest.TempPathFactory) -> Trust:
 
 
 @pytest.fixture(scope="module")
-def srv(module_path: pathlib.Path) -> Iterator[RedisServer]:
-    """A server where loads are only refused (no slot is ever taken)."""
-    s = RedisServer(module_path)
-    yield s
-    s.stop()
+def srv(server: RedisServer) -> RedisServer:
+    """conftest's `server`: one where loads are only refused (no slot is ever taken)."""
+    return server
 
 
 @pytest.fixture
-def c(srv: RedisServer) -> Iterator[RawClient]:
-    with RawClient(srv.port) as client:
-        yield client
-    assert srv.alive(), srv.log()
+def c(srv: RedisServer, connect: Connect) -> RawClient:
+    return connect(srv, flush=False)
 
 
 def refused(srv: RedisServer, c: RawClient, kind: str, path: pathlib.Path | str,

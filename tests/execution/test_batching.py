@@ -22,14 +22,13 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Iterator
 
 import numpy as np
 import pytest
 
 import engine_models as em
 from helpers import assert_error, assert_ok
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer
 from resp import RawClient, Status
 
 BACKENDS = ["TF", "TORCH", "ONNX"]
@@ -37,22 +36,12 @@ WRONG_BATCH = "ERR Model did not generate the expected batch size"
 HOLD_S = 0.4
 
 
-@pytest.fixture(scope="module")
-def slow_n(tf_server: RedisServer):
-    with RawClient(tf_server.port) as c:
-        assert_ok(c.execute("FLUSHALL"))
-        return em.calibrate_slow(c)
-
-
 @pytest.fixture
-def c(tf_server: RedisServer, slow_n) -> Iterator[RawClient]:
-    client = RawClient(tf_server.port)
-    assert_ok(client.execute("FLUSHALL"))
+def c(tf_server: RedisServer, slow_n, connect: Connect) -> RawClient:
+    client = connect(tf_server)
     assert_ok(client.execute("AI.MODELSTORE", "slow", "TF", "CPU", "INPUTS", 1, "n", "OUTPUTS",
                              1, "out", "BLOB", em.tf_graphs.slow_graph()))
-    yield client
-    client.close()
-    assert tf_server.alive(), tf_server.log()
+    return client
 
 
 def hold(server: RedisServer, slow_n) -> em.HeldQueue:

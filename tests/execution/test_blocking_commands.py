@@ -24,7 +24,7 @@ import pytest
 import engine_models as em
 import tf_graphs
 from helpers import assert_ok
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer, StartServer
 from resp import RawClient, Status
 
 TIMEDOUT = Status("TIMEDOUT")
@@ -60,17 +60,14 @@ SLOW_N = 5000  # TF while-loop rounds of tf_graphs.slow_graph: tens of ms
 
 
 @pytest.fixture(scope="module")
-def srv(module_path, tf_backend_path, torch_backend_path) -> Iterator[RedisServer]:
-    s = RedisServer(module_path, ["TF", str(tf_backend_path), "TORCH", str(torch_backend_path),
-                                  "THREADS_PER_QUEUE", "1"])
-    yield s
-    s.stop()
+def srv(start_server: StartServer, tf_backend_path, torch_backend_path) -> RedisServer:
+    return start_server(["TF", str(tf_backend_path), "TORCH", str(torch_backend_path),
+                         "THREADS_PER_QUEUE", "1"])
 
 
 @pytest.fixture
-def c(srv: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(srv.port)
-    assert_ok(client.execute("FLUSHALL"))
+def c(srv: RedisServer, connect: Connect) -> Iterator[RawClient]:
+    client = connect(srv)
     assert_ok(client.execute("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 1, "spin",
                              "SOURCE", SCRIPT))
     # the gate's own key, so that its runs count apart
@@ -85,8 +82,6 @@ def c(srv: RedisServer) -> Iterator[RawClient]:
     assert_ok(client.execute("AI.TENSORSET", "nt", "INT32", 1, "VALUES", SLOW_N))
     yield client
     assert_ok(client.execute("CONFIG", "SET", "slowlog-log-slower-than", 10000))
-    client.close()
-    assert srv.alive(), srv.log()
 
 
 def info_field(c: RawClient, key: str, field: str) -> int:

@@ -16,8 +16,6 @@ lazily from the install tree on their first MODELSTORE/SCRIPTSTORE, and the test
 need them skip while their .so is not built. DAG timeouts are in test_timeouts.py."""
 from __future__ import annotations
 
-from typing import Iterator
-
 import numpy as np
 import pytest
 
@@ -25,7 +23,7 @@ import engine_models as em
 import tf_graphs
 from helpers import (MODEL_EMPTY, TENSOR_EMPTY, WRONGTYPE, assert_error, assert_error_startswith,
                      assert_ok, wait_until)
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer
 from resp import RawClient, RespError, Status
 
 E, RO, R, RRO = "AI.DAGEXECUTE", "AI.DAGEXECUTE_RO", "AI.DAGRUN", "AI.DAGRUN_RO"
@@ -34,16 +32,9 @@ NA = Status("NA")
 SCRIPT_EMPTY = "ERR script key is empty"
 
 
-@pytest.fixture(scope="module")
-def slow_n(tf_server: RedisServer):
-    with RawClient(tf_server.port) as client:
-        return em.calibrate_slow(client)
-
-
 @pytest.fixture
-def c(tf_server: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(tf_server.port)
-    assert_ok(client.execute("FLUSHALL"))
+def c(tf_server: RedisServer, connect: Connect) -> RawClient:
+    client = connect(tf_server)
     assert_ok(client.execute("AI.MODELSTORE", "m", "TF", "CPU", "INPUTS", 2, "a", "b", "OUTPUTS",
                              1, "mul", "BLOB", tf_graphs.mul_graph()))
     assert_ok(client.execute("AI.MODELSTORE", "m3", "TF", "CPU", "INPUTS", 2, "a", "b", "OUTPUTS",
@@ -51,9 +42,7 @@ def c(tf_server: RedisServer) -> Iterator[RawClient]:
     assert_ok(client.execute("AI.TENSORSET", "a", "FLOAT", 2, "VALUES", 2, 3))
     assert_ok(client.execute("AI.TENSORSET", "b", "FLOAT", 2, "VALUES", 4, 5))
     assert client.execute("SET", "str", "x") == "OK"
-    yield client
-    client.close()
-    assert tf_server.alive(), tf_server.log()
+    return client
 
 
 def values(*vals) -> list[bytes]:

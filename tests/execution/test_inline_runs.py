@@ -21,7 +21,7 @@ import pytest
 
 import engine_models as em
 from helpers import assert_error, assert_ok, info_field, wait_until
-from redis_server import RedisServer, start_expecting_failure
+from redis_server import RedisServer, StartServer, start_expecting_failure
 from resp import RawClient, RespError, encode_command
 
 pytestmark = pytest.mark.inprocess_only("isolated backends never run inline")
@@ -30,15 +30,14 @@ RUNS = 20
 
 
 @pytest.fixture(scope="module")
-def srv(module_path, tf_backend_path, onnx_backend_path) -> Iterator[RedisServer]:
-    s = RedisServer(module_path, ["TF", str(tf_backend_path), "ONNX", str(onnx_backend_path)])
+def srv(start_server: StartServer, tf_backend_path, onnx_backend_path) -> RedisServer:
+    s = start_server(["TF", str(tf_backend_path), "ONNX", str(onnx_backend_path)])
     admin = RawClient(s.port)
     assert_ok(admin.execute("ACL", "SETUSER", "limited", "on", ">pw", "-@all", "+ai.modelexecute",
                             "+ai.tensorset", "+ai.tensorget", "+ai.config", "~in*", "~out*",
                             "~m"))
     admin.close()
-    yield s
-    s.stop()
+    return s
 
 
 @pytest.fixture(scope="module")

@@ -25,14 +25,13 @@ was written the two ONNX limits were not implemented yet: those tests run and re
 from __future__ import annotations
 
 import time
-from typing import Iterator
 
 import pytest
 
 import engine_models as em
 import tf_graphs
 from helpers import assert_error, assert_ok
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer, StartServer
 from resp import RawClient, RespError, Status
 
 TIMEDOUT = Status("TIMEDOUT")
@@ -42,25 +41,15 @@ ORT_MEMORY = "Onnxruntime memory limit exceeded, memory allocation failed."
 HOLD_S = 0.4
 
 
-@pytest.fixture(scope="module")
-def slow_n(tf_server: RedisServer):
-    with RawClient(tf_server.port) as c:
-        assert_ok(c.execute("FLUSHALL"))
-        return em.calibrate_slow(c)
-
-
 @pytest.fixture
-def c(tf_server: RedisServer, slow_n) -> Iterator[RawClient]:
-    client = RawClient(tf_server.port)
-    assert_ok(client.execute("FLUSHALL"))
+def c(tf_server: RedisServer, slow_n, connect: Connect) -> RawClient:
+    client = connect(tf_server)
     assert_ok(client.execute("AI.MODELSTORE", "slow", "TF", "CPU", "INPUTS", 1, "n", "OUTPUTS",
                              1, "out", "BLOB", tf_graphs.slow_graph()))
     assert_ok(em.store_tf(client, "m", tf_graphs.mul_graph(), ["a", "b"], ["mul"]))
     assert_ok(client.execute("AI.TENSORSET", "a", "FLOAT", 2, "VALUES", 2, 3))
     assert_ok(client.execute("AI.TENSORSET", "b", "FLOAT", 2, "VALUES", 4, 5))
-    yield client
-    client.close()
-    assert tf_server.alive(), tf_server.log()
+    return client
 
 
 def calls(c: RawClient, key: str) -> tuple[int, int]:
@@ -291,21 +280,16 @@ def test_refused_inside_multi_with_a_script_of_torch(script):
 # --------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def onnx_server(module_path, install_dir) -> Iterator[RedisServer]:
+def onnx_server(start_server: StartServer, install_dir) -> RedisServer:
+    """This file's ONNX server (not conftest's): runs end after 1 s, 32 MB per backend."""
     onnx_so = em.require_backend(install_dir, "ONNX")
-    srv = RedisServer(module_path, ["ONNX", str(onnx_so), "MODEL_EXECUTION_TIMEOUT", "1000",
-                                    "BACKEND_MEMORY_LIMIT", "32"])
-    yield srv
-    srv.stop()
+    return start_server(["ONNX", str(onnx_so), "MODEL_EXECUTION_TIMEOUT", "1000",
+                         "BACKEND_MEMORY_LIMIT", "32"])
 
 
 @pytest.fixture
-def oc(onnx_server: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(onnx_server.port)
-    assert_ok(client.execute("FLUSHALL"))
-    yield client
-    client.close()
-    assert onnx_server.alive(), onnx_server.log()
+def oc(onnx_server: RedisServer, connect: Connect) -> RawClient:
+    return connect(onnx_server)
 
 
 def store_loop(oc: RawClient) -> None:

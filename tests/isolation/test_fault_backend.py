@@ -19,30 +19,20 @@ import os
 import pathlib
 import shutil
 import signal
-import subprocess
-import sys
 from typing import Iterator
 
 import numpy as np
 import pytest
 
+from fault_injection import HOST_FLAG, IN_PROCESS, fault_env
 from helpers import LOAD_ERR, assert_error, assert_error_startswith, assert_ok
-from paths import ROOT
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer
 from resp import RawClient, RespError
-
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from build_tools import manifest  # noqa: E402
 
 # Every test here loads the fault backend into redis-server itself (or refuses to): what it
 # records is in-process behaviour. Its isolated behaviour is test_isolation_faults.py's.
 pytestmark = pytest.mark.inprocess_only("loads the fault backend into redis-server itself")
 
-FOLDER = "redisai_fault-1.0-cpu"
-SO = "redisai_fault.so"
-IN_PROCESS = "REDISAI_FAULT_BACKEND_IN_PROCESS"
-HOST_FLAG = "REDISAI_BACKEND_HOST"
 DEFAULT_ERROR = "ERR fault backend: injected error"
 
 # magic -> the name the backend gives it in its refusal text
@@ -50,54 +40,8 @@ FATAL = {1: "SIGSEGV", 2: "abort", 3: "hang", 4: "unbounded allocation", 5: "_ex
          6: "garbage on fd 3", 8: "SIGFPE", 9: "SIGKILL"}
 
 
-def _build_dir() -> pathlib.Path:
-    """Where build_tools configured CMake for the tree under test (as tests/lowlevel_api/test_llapi.py)."""
-    install = os.environ.get("REDISAI_INSTALL_DIR", "")
-    if "install-asan" in pathlib.Path(install).parts:
-        return ROOT / "build-asan"
-    return ROOT / "build"
-
-
-@pytest.fixture(scope="session")
-def fault_so() -> pathlib.Path:
-    build = _build_dir()
-    if not (build / "CMakeCache.txt").is_file():
-        pytest.fail(f"{build} is not configured: run `python -m build_tools build` first")
-    cmd = ["cmake", "--build", str(build), "--target", "redisai_fault"]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0 and "redisai_fault" in res.stderr and "No rule" in res.stderr:
-        # A build folder configured before the target existed: configure it again (its
-        # cache keeps every setting) and retry.
-        subprocess.run(["cmake", str(build)], capture_output=True, text=True, check=True)
-        res = subprocess.run(cmd, capture_output=True, text=True)
-    assert res.returncode == 0, f"building redisai_fault failed:\n{res.stdout}{res.stderr}"
-    so = build / SO
-    assert so.is_file(), f"the redisai_fault target produced no {so}"
-    return so
-
-
-@pytest.fixture(scope="session")
-def fault_backend(fault_so: pathlib.Path,
-                  tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    """The backend laid out as a tree's backend folder would be, manifest included."""
-    folder = tmp_path_factory.mktemp("fault_backends") / FOLDER
-    folder.mkdir()
-    shutil.copy2(fault_so, folder / SO)
-    header = {"framework": "fault", "version": "1.0", "variant": "cpu", "kind": "ONNX",
-              "abi": manifest.abi_version()}
-    manifest.write(folder, header, {})
-    return folder / SO
-
-
-def _env(**extra: str) -> dict[str, str]:
-    """This process's environment without either flag, plus extra."""
-    env = {k: v for k, v in os.environ.items() if k not in (IN_PROCESS, HOST_FLAG)}
-    env.update(extra)
-    return env
-
-
 def _loaded(module_path: pathlib.Path, so: pathlib.Path, mode: str) -> RedisServer:
-    s = RedisServer(module_path, env=_env(**{IN_PROCESS: mode}))
+    s = RedisServer(module_path, env=fault_env(**{IN_PROCESS: mode}))
     with RawClient(s.port) as c:
         assert_ok(c.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(so)))
     return s
@@ -112,11 +56,8 @@ def fault_server(module_path: pathlib.Path, fault_backend: pathlib.Path) -> Iter
 
 
 @pytest.fixture
-def c(fault_server: RedisServer) -> Iterator[RawClient]:
-    with RawClient(fault_server.port) as cl:
-        assert_ok(cl.execute("FLUSHALL"))
-        yield cl
-    assert fault_server.alive(), fault_server.log()
+def c(fault_server: RedisServer, connect: Connect) -> RawClient:
+    return connect(fault_server)
 
 
 def _store(c: RawClient, key: str, spec: str) -> object:
@@ -153,7 +94,7 @@ def _values(c: RawClient, key: str) -> list[float]:
 
 def test_refuses_in_process_without_override(module_path: pathlib.Path,
                                               fault_backend: pathlib.Path) -> None:
-    s = RedisServer(module_path, env=_env())
+    s = RedisServer(module_path, env=fault_env())
     try:
         with RawClient(s.port) as cl:
             reply = cl.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(fault_backend))
@@ -173,7 +114,7 @@ def test_refuses_in_process_without_override(module_path: pathlib.Path,
 
 def test_an_unknown_override_value_is_no_override(module_path: pathlib.Path,
                                                   fault_backend: pathlib.Path) -> None:
-    s = RedisServer(module_path, env=_env(**{IN_PROCESS: "yes"}))
+    s = RedisServer(module_path, env=fault_env(**{IN_PROCESS: "yes"}))
     try:
         with RawClient(s.port) as cl:
             reply = cl.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(fault_backend))
@@ -186,7 +127,7 @@ def test_loads_where_the_host_flag_is_set(module_path: pathlib.Path,
                                           fault_backend: pathlib.Path) -> None:
     # What the isolation host will set in its own environment; here Redis poses as the host
     # only to see the entry accept it (no fault is run).
-    s = RedisServer(module_path, env=_env(**{HOST_FLAG: "1"}))
+    s = RedisServer(module_path, env=fault_env(**{HOST_FLAG: "1"}))
     try:
         with RawClient(s.port) as cl:
             assert_ok(cl.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(fault_backend)))
@@ -365,7 +306,7 @@ def limited_exe(tmp_path: pathlib.Path) -> str:
 def test_unbounded_allocation_meets_the_limit(module_path: pathlib.Path,
                                               fault_backend: pathlib.Path,
                                               limited_exe: str) -> None:
-    s = RedisServer(module_path, env=_env(**{IN_PROCESS: "fatal"}), exe=limited_exe)
+    s = RedisServer(module_path, env=fault_env(**{IN_PROCESS: "fatal"}), exe=limited_exe)
     try:
         with RawClient(s.port) as cl:
             assert_ok(cl.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(fault_backend)))

@@ -9,11 +9,9 @@ AI.CONFIG LIST show the hosts.
 from __future__ import annotations
 
 import os
-import pathlib
 import signal
 import threading
 import time
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -22,7 +20,7 @@ import onnx_models
 import tf_graphs
 import torch_models
 from helpers import assert_error, assert_ok
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer, StartServer
 from resp import RawClient, RespError
 
 ALL = ["ISOLATE", "TF", "ISOLATE", "TORCH", "ISOLATE", "ONNX"]
@@ -51,18 +49,13 @@ def _wait_ready(c: RawClient, kind: str, old_pid: int | None = None) -> dict:
 
 
 @pytest.fixture(scope="module")
-def iso(module_path: pathlib.Path) -> Iterator[RedisServer]:
-    s = RedisServer(module_path, [*ALL, "MODEL_EXECUTION_TIMEOUT", "1000"])
-    yield s
-    s.stop()
+def iso(start_server: StartServer) -> RedisServer:
+    return start_server([*ALL, "MODEL_EXECUTION_TIMEOUT", "1000"])
 
 
 @pytest.fixture
-def c(iso: RedisServer) -> Iterator[RawClient]:
-    with RawClient(iso.port) as cl:
-        assert_ok(cl.execute("FLUSHALL"))
-        yield cl
-    assert iso.alive(), iso.log()
+def c(iso: RedisServer, connect: Connect) -> RawClient:
+    return connect(iso)
 
 
 def _set(c: RawClient, key: str, arr: np.ndarray) -> None:

@@ -19,10 +19,10 @@ from typing import Iterator
 import numpy as np
 import pytest
 
+from fault_injection import fault_env
 from helpers import assert_error, assert_ok
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer
 from resp import RawClient, RespError
-from test_fault_backend import _env, fault_backend, fault_so  # noqa: F401 (fixtures)
 
 KEY_ERR = "ERR ONNX backend process exited ({}) while running {}"
 
@@ -49,26 +49,24 @@ def _wait_ready(c: RawClient, old_pid: int | None = None, timeout: float = 30) -
 
 
 def _server(module_path: pathlib.Path, so: pathlib.Path, *args: str) -> RedisServer:
-    s = RedisServer(module_path, ["ISOLATE", "ONNX", *args], env=_env())
+    s = RedisServer(module_path, ["ISOLATE", "ONNX", *args], env=fault_env())
     with RawClient(s.port) as c:
         assert_ok(c.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(so)))
     return s
 
 
 @pytest.fixture(scope="module")
-def iso(module_path: pathlib.Path, fault_backend: pathlib.Path) -> Iterator[RedisServer]:  # noqa: F811
+def iso(module_path: pathlib.Path, fault_backend: pathlib.Path) -> Iterator[RedisServer]:
     s = _server(module_path, fault_backend, "MODEL_EXECUTION_TIMEOUT", "1000")
     yield s
     s.stop()
 
 
 @pytest.fixture
-def c(iso: RedisServer) -> Iterator[RawClient]:
-    with RawClient(iso.port) as cl:
-        assert_ok(cl.execute("FLUSHALL"))
-        _wait_ready(cl)
-        yield cl
-    assert iso.alive(), iso.log()
+def c(iso: RedisServer, connect: Connect) -> RawClient:
+    cl = connect(iso)
+    _wait_ready(cl)
+    return cl
 
 
 def _set(c: RawClient, key: str, values: list[float]) -> None:
@@ -166,7 +164,7 @@ def test_hang_is_killed_at_the_execution_timeout(c: RawClient) -> None:
 
 
 def test_memory_limit_fails_the_allocation_not_the_host(module_path: pathlib.Path,
-                                                        fault_backend: pathlib.Path) -> None:  # noqa: F811
+                                                        fault_backend: pathlib.Path) -> None:
     # A server of its own: under AddressSanitizer (ci/asan-tests.sh) a host cannot start under
     # RLIMIT_DATA at all, so only this test carries a memory limit.
     s = _server(module_path, fault_backend, "BACKEND_MEMORY_LIMIT", "512")
@@ -196,7 +194,7 @@ def test_crash_on_create_keeps_the_old_value(c: RawClient) -> None:
 
 
 def test_hang_on_create_is_killed_at_the_start_timeout(module_path: pathlib.Path,
-                                                      fault_backend: pathlib.Path) -> None:  # noqa: F811
+                                                      fault_backend: pathlib.Path) -> None:
     # BACKEND_START_TIMEOUT bounds a create as it bounds a hello: how long a host may take to
     # load something.
     s = _server(module_path, fault_backend, "BACKEND_START_TIMEOUT", "2000")
@@ -220,9 +218,9 @@ def test_hang_on_create_is_killed_at_the_start_timeout(module_path: pathlib.Path
 
 
 def test_entry_that_never_returns_fails_the_load_at_the_start_timeout(
-        module_path: pathlib.Path, fault_backend: pathlib.Path) -> None:  # noqa: F811
+        module_path: pathlib.Path, fault_backend: pathlib.Path) -> None:
     s = RedisServer(module_path, ["ISOLATE", "ONNX", "BACKEND_START_TIMEOUT", "1000"],
-                    env=_env(REDISAI_FAULT_HANG_ENTRY="1"))
+                    env=fault_env(REDISAI_FAULT_HANG_ENTRY="1"))
     try:
         with RawClient(s.port) as c:
             reply = c.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(fault_backend))
@@ -247,7 +245,7 @@ def test_entry_that_never_returns_fails_the_load_at_the_start_timeout(
 
 
 def test_a_model_whose_re_creation_crashes_twice_is_quarantined(
-        module_path: pathlib.Path, fault_backend: pathlib.Path,  # noqa: F811
+        module_path: pathlib.Path, fault_backend: pathlib.Path,
         tmp_path: pathlib.Path) -> None:
     trigger = tmp_path / "crash-now"
     s = _server(module_path, fault_backend)
@@ -331,12 +329,12 @@ def _runner(port: int, model: str, stop: threading.Event, results: list, errors:
 
 
 def test_kill_9_under_8_clients_100_times(module_path: pathlib.Path,
-                                          fault_backend: pathlib.Path) -> None:  # noqa: F811
+                                          fault_backend: pathlib.Path) -> None:
     """Two isolated ONNX backends: the real ONNX Runtime (the kind's default) and the fault
     backend beside it by name; 8 clients run 4 models (2 on each) while each host in turn is
     killed 100 times in all."""
     import onnx_models  # noqa: PLC0415
-    s = RedisServer(module_path, ["ISOLATE", "ONNX"], env=_env())
+    s = RedisServer(module_path, ["ISOLATE", "ONNX"], env=fault_env())
     try:
         with RawClient(s.port) as c:
             ident = onnx_models.identity("FLOAT").blob

@@ -28,20 +28,6 @@ import onnx_models
 ONNX = 3  # RAI_BackendKind
 
 
-@pytest.fixture(scope="module")
-def host_path(install_dir: pathlib.Path) -> pathlib.Path:
-    path = install_dir / "redisai-backend-host"
-    assert path.is_file() and os.access(path, os.X_OK), f"{path} is not installed"
-    return path
-
-
-@pytest.fixture(scope="module")
-def onnx_backend(install_dir: pathlib.Path, onnx_backend_path: pathlib.Path) -> iso.Backend:
-    folder = pathlib.Path(os.path.realpath(onnx_backend_path)).parent.name  # redisai_<name>
-    return iso.Backend("ONNX", ONNX, folder[len("redisai_"):], onnx_backend_path,
-                       install_dir / "backends")
-
-
 @pytest.fixture
 def host(host_path: pathlib.Path, onnx_backend: iso.Backend) -> Iterator[iso.HostProcess]:
     h = iso.HostProcess(host_path, onnx_backend)

@@ -23,9 +23,6 @@ import pytest
 import iso_host_client as iso
 import onnx_ml_models
 import torch_models
-from test_fault_backend import fault_backend, fault_so  # noqa: F401 - fixtures
-
-TORCH, ONNX = 2, 3  # RAI_BackendKind
 
 # redis.execute replies of every type, and calls whose replies the test discards.
 CALLS_SCRIPT = '''
@@ -40,27 +37,7 @@ def discard(tensors: List[Tensor], keys: List[str], args: List[str]):
     return tensors[0]
 '''
 
-
-def _backend(install_dir: pathlib.Path, so: pathlib.Path, kind: str, code: int) -> iso.Backend:
-    folder = pathlib.Path(os.path.realpath(so)).parent.name  # redisai_<name>
-    return iso.Backend(kind, code, folder[len("redisai_"):], so, install_dir / "backends")
-
-
-@pytest.fixture(scope="module")
-def host_path(install_dir: pathlib.Path) -> pathlib.Path:
-    path = install_dir / "redisai-backend-host"
-    assert path.is_file() and os.access(path, os.X_OK), f"{path} is not installed"
-    return path
-
-
-@pytest.fixture(scope="module")
-def torch_backend(install_dir: pathlib.Path, torch_backend_path: pathlib.Path) -> iso.Backend:
-    return _backend(install_dir, torch_backend_path, "TORCH", TORCH)
-
-
-@pytest.fixture(scope="module")
-def onnx_backend(install_dir: pathlib.Path, onnx_backend_path: pathlib.Path) -> iso.Backend:
-    return _backend(install_dir, onnx_backend_path, "ONNX", ONNX)
+ONNX = 3  # RAI_BackendKind
 
 
 def _start(host_path: pathlib.Path, backend: iso.Backend) -> iso.HostProcess:
@@ -207,7 +184,7 @@ def test_handles_of_the_other_kind_are_refused(torch_host: iso.HostProcess) -> N
 
 
 def test_keys_reach_the_backend_and_its_own_threads_are_refused(
-        host_path: pathlib.Path, fault_backend: pathlib.Path) -> None:  # noqa: F811
+        host_path: pathlib.Path, fault_backend: pathlib.Path) -> None:
     """The fault backend's probe-host model reports the key of MODEL_CREATE and of
     MODEL_RUN as ABI 1.5 gave them to it, and what redis_call and model_execute answer on a
     thread of the backend's own: refused, and nothing sent to the core."""
@@ -720,12 +697,10 @@ def test_mutated_string_layouts_never_crash_the_host(host_path: pathlib.Path,
 
 def _keeping_model() -> bytes:
     """TorchScript: keeps its input as an attribute, changes the kept one in place in the
-    next run and returns it (test_torch_inputs.py's model): torch holds the raw data
+    next run and returns it (torch_models.stateful_model_blob): torch holds the raw data
     pointer of the host tensor it was given, as the ABI allows while it holds a
     reference."""
-    from test_torch_inputs import stateful_model_blob  # noqa: PLC0415
-
-    return stateful_model_blob()
+    return torch_models.stateful_model_blob()
 
 
 @pytest.mark.parametrize("shape", [(3,), (600, 600)], ids=["arena", "large-region"])

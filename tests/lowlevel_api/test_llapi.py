@@ -24,10 +24,8 @@ their run is queued): run it under AddressSanitizer with ci/asan-tests.sh tests/
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
 import re
-import subprocess
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -40,7 +38,8 @@ import torch_models as tm
 from helpers import assert_error, assert_error_startswith, assert_ok, wait_until
 from model_io import get, put
 from paths import ROOT
-from redis_server import RedisServer
+from native import build_target
+from redis_server import Connect, RedisServer, StartServer, backend_args
 from resp import RawClient, RespError
 
 HEADER = ROOT / "include" / "redisai" / "llapi.h"
@@ -77,48 +76,26 @@ def two_out(tensors: List[Tensor], keys: List[str], args: List[str]):
 
 # --- building and loading the module ----------------------------------------------------
 
-def _build_dir() -> pathlib.Path:
-    """Where build_tools configured CMake for the tree under test: build-asan/ for an
-    install-asan/ tree (REDISAI_INSTALL_DIR), build/ otherwise."""
-    install = os.environ.get("REDISAI_INSTALL_DIR", "")
-    if "install-asan" in pathlib.Path(install).parts:
-        return ROOT / "build-asan"
-    return ROOT / "build"
-
-
 @pytest.fixture(scope="session")
 def llapitest_so() -> pathlib.Path:
-    build = _build_dir()
-    if not (build / "CMakeCache.txt").is_file():
-        pytest.fail(f"{build} is not configured: run `python -m build_tools build` first")
-    res = subprocess.run(["cmake", "--build", str(build), "--target", "llapitest"],
-                         capture_output=True, text=True)
-    assert res.returncode == 0, f"building llapitest failed:\n{res.stdout}{res.stderr}"
-    so = build / "llapitest.so"
-    assert so.is_file(), f"the llapitest target produced no {so}"
-    return so
+    return build_target("llapitest", "llapitest.so")
 
 
 @pytest.fixture(scope="module")
-def srv(module_path: pathlib.Path, all_backend_paths: dict[str, pathlib.Path],
-        llapitest_so: pathlib.Path) -> Iterator[RedisServer]:
+def srv(start_server: StartServer, module_path: pathlib.Path,
+        all_backend_paths: dict[str, pathlib.Path], llapitest_so: pathlib.Path) -> RedisServer:
     """redisai.so with TF, TORCH and ONNX, then llapitest.so."""
-    backends = [str(x) for kv in all_backend_paths.items() for x in kv]
-    s = RedisServer(llapitest_so, extra=["--loadmodule", str(module_path), *backends])
-    yield s
-    s.stop()
+    return start_server(module=llapitest_so, extra=["--loadmodule", str(module_path),
+                                                    *backend_args(all_backend_paths)])
 
 
 @pytest.fixture
-def c(srv: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(srv.port)
-    assert_ok(client.execute("FLUSHALL"))
+def c(srv: RedisServer, connect: Connect) -> Iterator[RawClient]:
+    client = connect(srv)
     yield client
     # every call whose return value the module only checks returned what the API promises
     assert client.execute("LLAPI.CHECK")[3] == 0, [ln for ln in srv.log().splitlines()
                                                    if "llapitest:" in ln]
-    client.close()
-    assert srv.alive(), srv.log()
 
 
 # --- replies ----------------------------------------------------------------------------

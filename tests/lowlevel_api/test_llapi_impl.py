@@ -13,8 +13,6 @@ use like llapitest.
 from __future__ import annotations
 
 import pathlib
-import subprocess
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -22,9 +20,9 @@ import pytest
 import torch_models as tm
 from helpers import assert_error_startswith, assert_ok
 from model_io import get, put
-from redis_server import RedisServer
+from native import build_target
+from redis_server import Connect, RedisServer, StartServer
 from resp import RawClient
-from test_llapi import _build_dir
 
 A = np.array([[1.5, -2.0, 3.0], [4.0, 0.25, -6.0]], np.float32)
 B = np.array([[2.0, 3.0, -1.0], [0.5, 8.0, 2.0]], np.float32)
@@ -39,34 +37,23 @@ def write_and_double(tensors: List[Tensor], keys: List[str], args: List[str]):
 
 @pytest.fixture(scope="session")
 def llapiimpl_so() -> pathlib.Path:
-    build = _build_dir()
-    if not (build / "CMakeCache.txt").is_file():
-        pytest.fail(f"{build} is not configured: run `python -m build_tools build` first")
-    res = subprocess.run(["cmake", "--build", str(build), "--target", "llapiimpl"],
-                         capture_output=True, text=True)
-    assert res.returncode == 0, f"building llapiimpl failed:\n{res.stdout}{res.stderr}"
-    return build / "llapiimpl.so"
+    return build_target("llapiimpl", "llapiimpl.so")
 
 
 @pytest.fixture(scope="module")
-def srv(module_path: pathlib.Path, torch_backend_path: pathlib.Path,
-        llapiimpl_so: pathlib.Path) -> Iterator[RedisServer]:
-    s = RedisServer(llapiimpl_so, extra=["--loadmodule", str(module_path),
-                                         "TORCH", str(torch_backend_path)])
-    yield s
-    s.stop()
+def srv(start_server: StartServer, module_path: pathlib.Path, torch_backend_path: pathlib.Path,
+        llapiimpl_so: pathlib.Path) -> RedisServer:
+    return start_server(module=llapiimpl_so, extra=["--loadmodule", str(module_path),
+                                                    "TORCH", str(torch_backend_path)])
 
 
 @pytest.fixture
-def c(srv: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(srv.port)
-    assert_ok(client.execute("FLUSHALL"))
+def c(srv: RedisServer, connect: Connect) -> RawClient:
+    client = connect(srv)
     assert_ok(client.execute("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", tm.add().blob))
     put(client, "a", A)
     put(client, "b", B)
-    yield client
-    client.close()
-    assert srv.alive(), srv.log()
+    return client
 
 
 def info(c: RawClient, key: str) -> dict[bytes, int]:

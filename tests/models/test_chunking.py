@@ -19,31 +19,23 @@ import tf_graphs
 import torch_models as tm
 from helpers import DEFAULT_CHUNK_SIZE, assert_error, assert_ok
 from model_io import assert_same, get, put
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer, StartServer, backend_args
 from resp import RawClient
 
 LOAD_CHUNK = 100
 
 
 @pytest.fixture(scope="module")
-def srv(module_path, all_backend_paths) -> Iterator[RedisServer]:
-    args = ["MODEL_CHUNK_SIZE", str(LOAD_CHUNK)]
-    for kind, path in all_backend_paths.items():
-        args += [kind, str(path)]
-    server = RedisServer(module_path, args)
-    yield server
-    server.stop()
+def srv(start_server: StartServer, all_backend_paths) -> RedisServer:
+    return start_server(["MODEL_CHUNK_SIZE", str(LOAD_CHUNK), *backend_args(all_backend_paths)])
 
 
 @pytest.fixture
-def c(srv: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(srv.port)
-    assert_ok(client.execute("FLUSHALL"))
+def c(srv: RedisServer, connect: Connect) -> Iterator[RawClient]:
+    client = connect(srv)
     assert_ok(client.execute("AI.CONFIG", "MODEL_CHUNK_SIZE", LOAD_CHUNK))
     yield client
     assert_ok(client.execute("AI.CONFIG", "MODEL_CHUNK_SIZE", LOAD_CHUNK))
-    client.close()
-    assert srv.alive(), srv.log()
 
 
 def tf_blob() -> bytes:

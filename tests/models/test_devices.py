@@ -3,36 +3,21 @@
 to load with a reply and a log line that say why."""
 from __future__ import annotations
 
-from typing import Iterator
-
 import pytest
 
 import onnx_models
 import tf_graphs
 import torch_models
 from helpers import LOAD_ERR, assert_error, assert_error_startswith, assert_ok, info_field
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer
 from resp import RawClient
 
 TF_IO = ("INPUTS", 2, "a", "b", "OUTPUTS", 1, "mul")
 
 
-@pytest.fixture(scope="module")
-def srv(module_path, all_backend_paths) -> Iterator[RedisServer]:
-    args = []
-    for kind, path in all_backend_paths.items():
-        args += [kind, str(path)]
-    s = RedisServer(module_path, args)
-    yield s
-    s.stop()
-
-
 @pytest.fixture
-def c(srv) -> Iterator[RawClient]:
-    with RawClient(srv.port) as client:
-        client.execute("FLUSHALL")
-        yield client
-    assert srv.alive(), srv.log()
+def c(all_backends_server: RedisServer, connect: Connect) -> RawClient:
+    return connect(all_backends_server)
 
 
 def blob_of(kind: str) -> bytes:
@@ -93,7 +78,7 @@ def test_cpu_device_kept_as_typed(c, kind, device):
     assert meta[meta.index(b"device") + 1] == device.encode()
 
 
-def test_tflite_is_parsed_but_unavailable(c, srv):
+def test_tflite_is_parsed_but_unavailable(c, all_backends_server):
     reason = "no TFLITE backend"
     reply = assert_error_startswith(c.execute("AI.MODELSTORE", "m", "TFLITE", "CPU", "BLOB", b"x"),
                                     "ERR Could not load backend")
@@ -106,5 +91,5 @@ def test_tflite_is_parsed_but_unavailable(c, srv):
     reply = assert_error_startswith(
         c.execute("AI.CONFIG", "LOADBACKEND", "TFLITE", "redisai_tflite/redisai_tflite.so"), LOAD_ERR)
     assert reason in reply and "redisai_tflite.so" in reply
-    assert reason in srv.log()
+    assert reason in all_backends_server.log()
     assert c.execute("PING") == "PONG"

@@ -6,27 +6,21 @@ One server per module, with the TF backend given at load time (conftest's tf_ser
 The graphs come from tests/support/tf_graphs.py (built with the real tensorflow package)."""
 from __future__ import annotations
 
-from typing import Iterator
-
 import numpy as np
 import pytest
 
 import tf_graphs
 from helpers import (DEFAULT_CHUNK_SIZE, MODEL_EMPTY, TENSOR_EMPTY, WRONGTYPE, arity,
                      assert_error, assert_error_startswith, assert_ok)
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer
 from resp import RawClient, RespError, Status
 
 PB = "<mul graph>"  # placeholder in parametrized argument lists, replaced by the blob
 
 
 @pytest.fixture
-def c(tf_server: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(tf_server.port)
-    assert_ok(client.execute("FLUSHALL"))
-    yield client
-    client.close()
-    assert tf_server.alive(), tf_server.log()
+def c(tf_server: RedisServer, connect: Connect) -> RawClient:
+    return connect(tf_server)
 
 
 def subst(args):

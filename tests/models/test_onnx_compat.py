@@ -13,7 +13,6 @@ are compared with onnxruntime's own Python results over the same blob and with n
 from __future__ import annotations
 
 import threading
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -21,32 +20,16 @@ import pytest
 import engine_models as em
 import onnx_ml_models as ml
 from helpers import assert_error, assert_error_startswith, assert_ok
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer, StartServer
 from resp import RawClient
 
 MEMORY_LIMIT = "Onnxruntime memory limit exceeded, memory allocation failed."
 INIT_MEMORY_LIMIT = "Exception during initialization: " + MEMORY_LIMIT
 
 
-@pytest.fixture(scope="module")
-def onnx_so(install_dir):
-    return em.require_backend(install_dir, "ONNX")
-
-
-@pytest.fixture(scope="module")
-def server(module_path, onnx_so) -> Iterator[RedisServer]:
-    srv = RedisServer(module_path, ["ONNX", str(onnx_so)])
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture
-def c(server: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(server.port)
-    assert_ok(client.execute("FLUSHALL"))
-    yield client
-    client.close()
-    assert server.alive(), server.log()
+def c(onnx_server: RedisServer, connect: Connect) -> RawClient:
+    return connect(onnx_server)
 
 
 def ort_session(blob: bytes):
@@ -155,7 +138,7 @@ def test_zipmap_output_in_a_dag_and_a_single_sample(c):
     np.testing.assert_allclose(get(c, "p")[1], maps_to_rows(ref_maps), rtol=1e-6, atol=1e-7)
 
 
-def test_zipmap_outputs_of_a_batch_are_sliced_back(c, server):
+def test_zipmap_outputs_of_a_batch_are_sliced_back(c, onnx_server):
     """MINBATCHSIZE 6 holds the requests until three clients' two rows each are queued:
     they run as one batch of 6, and each client gets the probabilities of its own rows."""
     model = ml.classifier()
@@ -164,7 +147,7 @@ def test_zipmap_outputs_of_a_batch_are_sliced_back(c, server):
     inputs = [model.samples[[k, 30 + k]] for k in range(3)]
     for k, x in enumerate(inputs):
         set_float(c, f"x{k}", x)
-    clients = [RawClient(server.port) for _ in inputs]
+    clients = [RawClient(onnx_server.port) for _ in inputs]
     try:
         for k, cl in enumerate(clients):
             cl.send("AI.MODELEXECUTE", "clf", "INPUTS", 1, f"x{k}", "OUTPUTS", 2, f"l{k}", f"p{k}")
@@ -240,7 +223,7 @@ def test_string_inputs_run_alone_and_match_onnxruntime(c):
     np.testing.assert_array_equal(get(c, "code0")[1], code)
 
 
-def test_string_inputs_of_several_clients_run_in_one_batch(c, server):
+def test_string_inputs_of_several_clients_run_in_one_batch(c, onnx_server):
     """MINBATCHSIZE 6 holds the requests until 6 rows are queued: clients of 1, 2 and 3 rows
     run as one batch of 6 (the model's `rows` output says so) and get their own rows back."""
     assert_ok(c.execute("AI.MODELSTORE", "s", "ONNX", "CPU", "BATCHSIZE", 8,
@@ -248,7 +231,7 @@ def test_string_inputs_of_several_clients_run_in_one_batch(c, server):
     inputs = [client_words(k, k + 1) for k in range(3)]
     for k, words in enumerate(inputs):
         set_strings(c, f"s{k}", words)
-    clients = [RawClient(server.port) for _ in inputs]
+    clients = [RawClient(onnx_server.port) for _ in inputs]
     try:
         for k, cl in enumerate(clients):
             cl.send(*strings_args(k))
@@ -264,14 +247,14 @@ def test_string_inputs_of_several_clients_run_in_one_batch(c, server):
     assert fields["calls"] == 3 and fields["samples"] == 6, fields
 
 
-def test_string_batch_in_a_dag(c, server):
+def test_string_batch_in_a_dag(c, onnx_server):
     """A DAG's op joins a batch with a plain MODELEXECUTE; the DAG reads its own slice."""
     assert_ok(c.execute("AI.MODELSTORE", "s", "ONNX", "CPU", "BATCHSIZE", 4,
                         "MINBATCHSIZE", 3, "BLOB", ml.strings()))
     a, b = client_words(1, 1), client_words(2, 2)
     set_strings(c, "s1", a)
     set_strings(c, "s2", b)
-    with RawClient(server.port) as other:
+    with RawClient(onnx_server.port) as other:
         other.send(*strings_args(1))
         reply = c.execute("AI.DAGEXECUTE", "LOAD", 1, "s2", "|>",
                           "AI.MODELEXECUTE", "s", "INPUTS", 1, "s2",
@@ -284,7 +267,7 @@ def test_string_batch_in_a_dag(c, server):
     check_strings_reply(c, 1, a, batch=3)
 
 
-def test_string_batches_under_concurrent_clients(c, server):
+def test_string_batches_under_concurrent_clients(c, onnx_server):
     """Six clients, each running its own strings many times with no MINBATCHSIZE: whatever
     batches form, every reply is the client's own rows. (Batches that did form are counted
     and printed; their number depends on timing, so it is not asserted.)"""
@@ -299,7 +282,7 @@ def test_string_batches_under_concurrent_clients(c, server):
 
     def client(k: int) -> None:
         try:
-            with RawClient(server.port) as cl:
+            with RawClient(onnx_server.port) as cl:
                 for _ in range(runs):
                     # pipelined with the read-back, so the outputs are the ones of this run
                     reply = cl.execute("AI.DAGEXECUTE", "LOAD", 1, f"s{k}", "|>",
@@ -333,8 +316,8 @@ def test_string_batches_under_concurrent_clients(c, server):
 # 8. ai_onnxruntime_maximum_run_sessions_number
 # --------------------------------------------------------------------------------------
 
-def test_run_sessions_number_is_threads_per_queue_times_queues(module_path, onnx_so):
-    srv = RedisServer(module_path, ["ONNX", str(onnx_so), "THREADS_PER_QUEUE", "3"])
+def test_run_sessions_number_is_threads_per_queue_times_queues(module_path, onnx_backend_path):
+    srv = RedisServer(module_path, ["ONNX", str(onnx_backend_path), "THREADS_PER_QUEUE", "3"])
     try:
         with RawClient(srv.port) as c:
             # the CPU queue exists from load
@@ -370,8 +353,8 @@ def run_minus_one(c: RawClient, key: str) -> None:
     assert c.execute("AI.TENSORGET", "y", "VALUES") == [b"0", b"1", b"2", b"3"]
 
 
-def test_memory_follows_models_and_not_runs(module_path, onnx_so):
-    srv = RedisServer(module_path, ["ONNX", str(onnx_so)])
+def test_memory_follows_models_and_not_runs(module_path, onnx_backend_path):
+    srv = RedisServer(module_path, ["ONNX", str(onnx_backend_path)])
     try:
         with RawClient(srv.port) as c:
             start = onnx_info(srv)
@@ -402,10 +385,8 @@ def test_memory_follows_models_and_not_runs(module_path, onnx_so):
 
 
 @pytest.fixture(scope="module")
-def limited(module_path, onnx_so) -> Iterator[RedisServer]:
-    srv = RedisServer(module_path, ["ONNX", str(onnx_so), "BACKEND_MEMORY_LIMIT", "32"])
-    yield srv
-    srv.stop()
+def limited(start_server: StartServer, onnx_backend_path) -> RedisServer:
+    return start_server(["ONNX", str(onnx_backend_path), "BACKEND_MEMORY_LIMIT", "32"])
 
 
 def test_modelstore_over_the_memory_limit(limited):

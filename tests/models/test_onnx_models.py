@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 import pytest
@@ -19,26 +19,15 @@ import pytest
 import onnx_models as om
 from helpers import assert_error, assert_ok, info_field
 from model_io import DTYPES, assert_clean_error, assert_same, get, model_meta, put
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer
 from resp import RawClient, RespError
 
 MODELS = ["add", "sum_and_product", "int64_affine", "bool_and", "mul_add_export", "cnn"]
 
 
-@pytest.fixture(scope="module")
-def onnx_server(module_path, onnx_backend_path) -> Iterator[RedisServer]:
-    srv = RedisServer(module_path, ["ONNX", str(onnx_backend_path)])
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture
-def c(onnx_server: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(onnx_server.port)
-    assert_ok(client.execute("FLUSHALL"))
-    yield client
-    client.close()
-    assert onnx_server.alive(), onnx_server.log()
+def c(onnx_server: RedisServer, connect: Connect) -> RawClient:
+    return connect(onnx_server)
 
 
 def store(c: RawClient, key: str, blob: bytes, device: str = "CPU", *opts) -> None:

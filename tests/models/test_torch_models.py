@@ -10,7 +10,6 @@ One server per module, with the TORCH backend given at load time.
 from __future__ import annotations
 
 import threading
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -18,27 +17,16 @@ import pytest
 import torch_models as tm
 from helpers import assert_error, assert_ok
 from model_io import (assert_clean_error, assert_same, framework_error, get, model_meta, put)
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer
 from resp import RawClient, RespError
 
 MODELS = ["add", "linear", "three_inputs", "tuple_out", "list_out", "int64_affine", "bool_xor",
           "cnn"]
 
 
-@pytest.fixture(scope="module")
-def torch_server(module_path, torch_backend_path) -> Iterator[RedisServer]:
-    srv = RedisServer(module_path, ["TORCH", str(torch_backend_path)])
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture
-def c(torch_server: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(torch_server.port)
-    assert_ok(client.execute("FLUSHALL"))
-    yield client
-    client.close()
-    assert torch_server.alive(), torch_server.log()
+def c(torch_server: RedisServer, connect: Connect) -> RawClient:
+    return connect(torch_server)
 
 
 def store(c: RawClient, key: str, built: tm.Built, device: str = "CPU", *opts) -> None:

@@ -14,20 +14,18 @@ that they are produced and sane.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
 import time
-from typing import Iterator
 
 import numpy as np
 import pytest
 
 import engine_models as em
 from helpers import assert_ok
-from paths import ROOT
-from redis_server import RedisServer
+from paths import ROOT, build_dir
+from redis_server import RedisServer, StartServer
 from resp import RawClient, RespError
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -36,16 +34,9 @@ import floor_tools  # noqa: E402
 ORT_TERMINATED = "Exiting due to terminate flag being set to true."
 
 
-def _build_dir() -> pathlib.Path:
-    install = os.environ.get("REDISAI_INSTALL_DIR", "")
-    if "install-asan" in pathlib.Path(install).parts:
-        return ROOT / "build-asan"
-    return ROOT / "build"
-
-
 @pytest.fixture(scope="module")
 def tools() -> tuple[pathlib.Path, pathlib.Path]:
-    return floor_tools.build(_build_dir())
+    return floor_tools.build(build_dir())
 
 
 def _raw(tmp: pathlib.Path, name: str, a: np.ndarray) -> str:
@@ -150,12 +141,10 @@ def test_rai_load_stops_at_an_error_reply(tools, server):
 # ONNX watchdog: woken only for an earlier deadline
 
 @pytest.fixture(scope="module")
-def onnx_two_workers(module_path, install_dir) -> Iterator[RedisServer]:
+def onnx_two_workers(start_server: StartServer, install_dir) -> RedisServer:
     so = em.require_backend(install_dir, "ONNX")
-    srv = RedisServer(module_path, ["ONNX", str(so), "MODEL_EXECUTION_TIMEOUT", "1000",
-                                    "THREADS_PER_QUEUE", "2"])
-    yield srv
-    srv.stop()
+    return start_server(["ONNX", str(so), "MODEL_EXECUTION_TIMEOUT", "1000",
+                         "THREADS_PER_QUEUE", "2"])
 
 
 def test_onnx_long_run_after_many_short_ones_is_terminated(onnx_two_workers):

@@ -20,7 +20,7 @@ import tf_graphs
 import torch_models as tm
 from helpers import assert_error, assert_error_startswith, assert_ok
 from model_io import assert_same, get, put
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer, StartServer, backend_args
 from resp import RawClient, RespError
 
 A = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -29,31 +29,27 @@ MIB = 1 << 20
 
 
 @pytest.fixture(scope="module")
-def pair(module_path, all_backend_paths) -> Iterator[tuple[RedisServer, RedisServer]]:
-    args: list[str] = []
-    for kind, path in all_backend_paths.items():
-        args += [kind, str(path)]
-    src = RedisServer(module_path, args)
-    dst = RedisServer(module_path, args)
+def pair(start_server: StartServer, all_backend_paths
+         ) -> Iterator[tuple[RedisServer, RedisServer]]:
+    args = backend_args(all_backend_paths)
+    src, dst = start_server(args), start_server(args)
     yield src, dst
     for s in (src, dst):
-        alive = s.alive()
-        s.stop()
-        assert alive, s.log()
+        assert s.alive(), s.log()
 
 
 @pytest.fixture
-def c(pair) -> Iterator[RawClient]:
-    with RawClient(pair[0].port) as client, RawClient(pair[1].port) as other:
-        assert_ok(client.execute("FLUSHALL"))
-        assert_ok(other.execute("FLUSHALL"))
-        yield client
+def c(pair, connect: Connect) -> RawClient:
+    """A client of the source server; both servers are empty."""
+    client = connect(pair[0])
+    connect(pair[1])
+    return client
 
 
 @pytest.fixture
-def d(pair) -> Iterator[RawClient]:
-    with RawClient(pair[1].port) as client:
-        yield client
+def d(pair, connect: Connect) -> RawClient:
+    """A client of the destination server."""
+    return connect(pair[1], flush=False)
 
 
 # --------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ Each test starts its own servers with the three backends and MODEL_CHUNK_SIZE = 
 from __future__ import annotations
 
 import time
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -29,13 +28,6 @@ from resp import RawClient
 AOF = ["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]
 EXECUTION_COMMANDS = {"AI.MODELEXECUTE", "AI.MODELRUN", "AI.SCRIPTEXECUTE", "AI.SCRIPTRUN",
                       "AI.DAGEXECUTE", "AI.DAGRUN", "AI.DAGEXECUTE_RO", "AI.DAGRUN_RO"}
-
-
-@pytest.fixture
-def servers(module_path, all_backend_paths) -> Iterator[Servers]:
-    s = Servers(module_path, pc.module_args(all_backend_paths))
-    yield s
-    s.close()
 
 
 def stats(c: RawClient, key: str) -> dict[str, object]:

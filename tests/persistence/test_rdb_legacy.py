@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pathlib
 import tempfile
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +21,7 @@ import torch_models as tm
 from helpers import LogMark, assert_error, assert_ok
 from model_io import DTYPES, get, put
 from rdb_payloads import U, cstr
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer, StartServer, backend_args
 from resp import RawClient, RespError
 
 CHUNK = 4096
@@ -32,23 +32,14 @@ ENC = 5  # what we write: v4's layouts, the model's with its backend name (docs/
 
 
 @pytest.fixture(scope="module")
-def srv(module_path: pathlib.Path, all_backend_paths: dict[str, pathlib.Path]) -> Iterator[RedisServer]:
-    args: list[str] = []
-    for kw, path in all_backend_paths.items():
-        args += [kw, str(path)]
-    s = RedisServer(module_path, args + ["MODEL_CHUNK_SIZE", str(CHUNK)],
-                    extra=["--rdbcompression", "no"])
-    yield s
-    s.stop()
+def srv(start_server: StartServer, all_backend_paths: dict[str, pathlib.Path]) -> RedisServer:
+    return start_server([*backend_args(all_backend_paths), "MODEL_CHUNK_SIZE", str(CHUNK)],
+                        extra=["--rdbcompression", "no"])
 
 
 @pytest.fixture
-def c(srv: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(srv.port)
-    assert_ok(client.execute("FLUSHALL"))
-    yield client
-    client.close()
-    assert srv.alive(), srv.log()[-3000:]
+def c(srv: RedisServer, connect: Connect) -> RawClient:
+    return connect(srv)
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,12 @@ MODEL_CHUNK_SIZE (the chunk size is not replicated, spec 12).
 """
 from __future__ import annotations
 
-from typing import Iterator
-
 import pytest
 
 import persistence_corpus as pc
 import torch_models as tm
 from helpers import assert_error, assert_ok, info_field
-from persist_servers import Servers, wait_info
+from persist_servers import wait_info
 from resp import RawClient
 
 READONLY = "READONLY You can't write against a read only replica."
@@ -27,13 +25,6 @@ NO_INFO = "ERR cannot find run info for key"
 EXECUTION_COMMANDS = ("ai.modelexecute", "ai.modelrun", "ai.scriptexecute", "ai.scriptrun",
                       "ai.dagexecute", "ai.dagrun")
 MASTER = ["--repl-diskless-sync-delay", "0"]
-
-
-@pytest.fixture
-def servers(module_path, all_backend_paths) -> Iterator[Servers]:
-    s = Servers(module_path, pc.module_args(all_backend_paths))
-    yield s
-    s.close()
 
 
 def attach(master, replica_srv, rc: RawClient, mc: RawClient) -> None:

@@ -9,15 +9,13 @@ tests/support/torch_models.py (SCRIPT, REDIS_SCRIPT).
 """
 from __future__ import annotations
 
-from typing import Iterator
-
 import numpy as np
 import pytest
 
 import torch_models as tm
 from helpers import MODEL_EMPTY, TENSOR_EMPTY, WRONGTYPE, arity, assert_error, assert_ok
 from model_io import assert_clean_error, assert_same, get, put
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer
 from resp import RawClient, RespError
 from script_errors import INTERPRETER, assert_script_error
 
@@ -28,20 +26,9 @@ A = np.array([[2, 3], [2, 3]], np.float32)
 B = np.array([[2, 3], [2, 3]], np.float32)
 
 
-@pytest.fixture(scope="module")
-def torch_server(module_path, torch_backend_path) -> Iterator[RedisServer]:
-    srv = RedisServer(module_path, ["TORCH", str(torch_backend_path)])
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture
-def c(torch_server: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(torch_server.port)
-    assert_ok(client.execute("FLUSHALL"))
-    yield client
-    client.close()
-    assert torch_server.alive(), torch_server.log()
+def c(torch_server: RedisServer, connect: Connect) -> RawClient:
+    return connect(torch_server)
 
 
 def subst(args):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Iterator
 
 import numpy as np
 import pytest
@@ -27,7 +26,7 @@ import torch
 import torch_models as tm
 from helpers import MODEL_EMPTY, assert_error, assert_ok
 from model_io import assert_clean_error, put
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer
 from resp import RawClient, RespError
 from script_errors import INTERPRETER, assert_script_error, libtorch_message, one_line
 
@@ -86,20 +85,9 @@ A = np.arange(6, dtype=np.float32).reshape(2, 3)
 B = np.ones(4, np.float32)
 
 
-@pytest.fixture(scope="module")
-def torch_server(module_path, torch_backend_path) -> Iterator[RedisServer]:
-    srv = RedisServer(module_path, ["TORCH", str(torch_backend_path)])
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture
-def c(torch_server: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(torch_server.port)
-    assert_ok(client.execute("FLUSHALL"))
-    yield client
-    client.close()
-    assert torch_server.alive(), torch_server.log()
+def c(torch_server: RedisServer, connect: Connect) -> RawClient:
+    return connect(torch_server)
 
 
 def store(c: RawClient, key: str, source: str, eps: tuple[str, ...]) -> None:

@@ -13,14 +13,14 @@ later ops (the slot changes only through an op's OUTPUTS).
 from __future__ import annotations
 
 import io
-from typing import Iterator
 
 import numpy as np
 import pytest
 
+import torch_models as tm
 from helpers import assert_ok
 from model_io import get, put
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer
 from resp import RawClient, RespError
 
 SCRIPT = '''
@@ -63,22 +63,12 @@ EPS = ["inc", "inc_view", "inc_then_read", "same", "copy", "ro_sum", "via_model"
 A = np.array([1, 2, 3], np.float32)
 
 
-@pytest.fixture(scope="module")
-def torch_server(module_path, torch_backend_path) -> Iterator[RedisServer]:
-    srv = RedisServer(module_path, ["TORCH", str(torch_backend_path)])
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture
-def c(torch_server: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(torch_server.port)
-    assert_ok(client.execute("FLUSHALL"))
+def c(torch_server: RedisServer, connect: Connect) -> RawClient:
+    client = connect(torch_server)
     assert_ok(client.execute("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", len(EPS), *EPS,
                              "SOURCE", SCRIPT))
-    yield client
-    client.close()
-    assert torch_server.alive(), torch_server.log()
+    return client
 
 
 def blob(c: RawClient, key: str) -> bytes:
@@ -226,31 +216,10 @@ def test_read_only_script_still_works(c):
     np.testing.assert_array_equal(get(c, "y"), np.float32(6))
 
 
-def stateful_model_blob() -> bytes:
-    import torch
-
-    class Keep(torch.nn.Module):
-        """Keeps its input in an attribute and changes the kept one in the next run."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.keep = torch.zeros(3)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            old = self.keep
-            old.add_(1)
-            self.keep = x
-            return old * 1
-
-    buf = io.BytesIO()
-    torch.jit.save(torch.jit.script(Keep()), buf)
-    return buf.getvalue()
-
-
 def test_model_keeping_an_input_cannot_write_it_later(c, torch_server):
     # A tensor kept past its run (a module attribute) and written in a later run, after
     # its key was deleted too: still a private copy, the key untouched, the server up.
-    assert_ok(c.execute("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", stateful_model_blob()))
+    assert_ok(c.execute("AI.MODELSTORE", "m", "TORCH", "CPU", "BLOB", tm.stateful_model_blob()))
     put(c, "a", A)
     before = blob(c, "a")
     assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "a", "OUTPUTS", 1, "y"))

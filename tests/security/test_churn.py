@@ -50,14 +50,9 @@ PRODUCTS_2 = {a * b * j for a, b, j in itertools.product(VERSIONS, VERSIONS, VER
 
 
 @pytest.fixture(scope="module")
-def srv(module_path, all_backend_paths):
-    args: list[str] = []
-    for kind, path in all_backend_paths.items():
-        args += [kind, str(path)]
+def srv(all_backends_server: RedisServer) -> RedisServer:
     sm.build_all(VERSIONS)
-    s = RedisServer(module_path, args)
-    yield s
-    s.stop()
+    return all_backends_server
 
 
 def memory(c: RawClient) -> tuple[int, int]:

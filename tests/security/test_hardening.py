@@ -12,7 +12,6 @@ with all three backends:
 from __future__ import annotations
 
 import io
-import pathlib
 import struct
 import zipfile
 from typing import Iterator
@@ -26,7 +25,7 @@ import tf_graphs
 import torch_models as tm
 from helpers import LogMark, assert_error, assert_error_startswith, assert_ok
 from model_io import get, put
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer
 from resp import RawClient, RespError
 
 DEPTH_LIMIT = 256
@@ -37,23 +36,18 @@ T = "tensors[0]"
 
 
 @pytest.fixture(scope="module")
-def srv(module_path: pathlib.Path, all_backend_paths: dict[str, pathlib.Path]
-        ) -> Iterator[RedisServer]:
-    args = [x for kind, path in all_backend_paths.items() for x in (kind, str(path))]
-    s = RedisServer(module_path, args)
-    yield s
-    s.stop()
-    assert "crashed by signal" not in s.log()
+def srv(all_backends_server: RedisServer) -> Iterator[RedisServer]:
+    yield all_backends_server
+    # stopped here already, so that a crash on the way out is in the log too
+    all_backends_server.stop()
+    assert "crashed by signal" not in all_backends_server.log()
 
 
 @pytest.fixture
-def c(srv: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(srv.port)
-    client.execute("FLUSHALL")
+def c(srv: RedisServer, connect: Connect) -> Iterator[RawClient]:
+    client = connect(srv)
     yield client
     assert client.execute("PING") == "PONG"
-    assert srv.alive(), srv.log()
-    client.close()
 
 
 # --------------------------------------------------------------------------------------

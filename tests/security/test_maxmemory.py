@@ -25,7 +25,7 @@ import pytest
 
 import scale_models as sm
 from helpers import assert_error, assert_ok, info_field, wait_until
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer, StartServer, backend_args
 from resp import RawClient, RespError, Status
 
 MiB = 1 << 20
@@ -36,13 +36,8 @@ X = np.full((1, MiB // 4), 1.5, dtype=np.float32)  # 1 MiB input, so 1 MiB outpu
 
 
 @pytest.fixture(scope="module")
-def srv(module_path, all_backend_paths) -> Iterator[RedisServer]:
-    args: list[str] = []
-    for kind, path in all_backend_paths.items():
-        args += [kind, str(path)]
-    s = RedisServer(module_path, args, extra=["--maxmemory-policy", "noeviction"])
-    yield s
-    s.stop()
+def srv(start_server: StartServer, all_backend_paths) -> RedisServer:
+    return start_server(backend_args(all_backend_paths), extra=["--maxmemory-policy", "noeviction"])
 
 
 def memory(c: RawClient, field: str) -> int:
@@ -54,9 +49,9 @@ def set_limit(c: RawClient, limit: int) -> None:
 
 
 @pytest.fixture
-def c(srv: RedisServer) -> Iterator[RawClient]:
+def c(srv: RedisServer, connect: Connect) -> Iterator[RawClient]:
     """Models m:TF, m:TORCH, m:ONNX (k = 2), script s (k = 3), 1 MiB input x; then 50mb."""
-    client = RawClient(srv.port)
+    client = connect(srv, flush=False)
     set_limit(client, 0)
     assert_ok(client.execute("FLUSHALL"))
     for kind in sm.KINDS:
@@ -70,8 +65,6 @@ def c(srv: RedisServer) -> Iterator[RawClient]:
     yield client
     set_limit(client, 0)
     assert_ok(client.execute("FLUSHALL"))
-    client.close()
-    assert srv.alive(), srv.log()
 
 
 def fill_until_refused(c: RawClient, prefix: str = "fill") -> int:

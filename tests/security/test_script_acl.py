@@ -27,7 +27,7 @@ import torch_models as tm
 from helpers import assert_error, assert_error_startswith, assert_ok
 from model_io import assert_same, get, put
 from paths import ROOT
-from redis_server import RedisServer
+from redis_server import Connect, RedisServer
 from resp import RawClient, RespError
 from script_errors import assert_script_error
 
@@ -72,24 +72,19 @@ USERS = {
 
 
 @pytest.fixture(scope="module")
-def torch_server(module_path, torch_backend_path) -> Iterator[RedisServer]:
-    srv = RedisServer(module_path, ["TORCH", str(torch_backend_path)])
-    admin = RawClient(srv.port)
-    for name, (pw, rules) in USERS.items():
-        assert_ok(admin.execute("ACL", "SETUSER", name, "on", f">{pw}", *rules.split()))
-    admin.close()
-    yield srv
-    srv.stop()
+def torch_server(torch_server: RedisServer) -> RedisServer:
+    """conftest's torch_server, with this file's USERS."""
+    with RawClient(torch_server.port) as admin:
+        for name, (pw, rules) in USERS.items():
+            assert_ok(admin.execute("ACL", "SETUSER", name, "on", f">{pw}", *rules.split()))
+    return torch_server
 
 
 @pytest.fixture
-def admin(torch_server: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(torch_server.port)
-    assert_ok(client.execute("FLUSHALL"))
+def admin(torch_server: RedisServer, connect: Connect) -> RawClient:
+    client = connect(torch_server)
     assert_ok(client.execute("ACL", "LOG", "RESET"))
-    yield client
-    client.close()
-    assert torch_server.alive(), torch_server.log()
+    return client
 
 
 def login_as(server: RedisServer, user: str, password: str) -> RawClient:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Iterator
 
 import pytest
 
@@ -29,7 +28,7 @@ import engine_models as em
 import tf_graphs
 from helpers import LogMark, assert_error, assert_ok, wait_until
 from paths import ROOT
-from redis_server import ISOLATE_ENV, RedisServer
+from redis_server import ISOLATE_ENV, Connect, RedisServer, StartServer
 from resp import RawClient, RespError, Status
 
 if str(ROOT) not in sys.path:
@@ -40,20 +39,9 @@ NO_INFO = "ERR cannot find run info for key"
 CPU_TIME = re.compile(r"^\d+\.\d{6}$")
 
 
-@pytest.fixture(scope="module")
-def slow_n(tf_server: RedisServer):
-    with RawClient(tf_server.port) as c:
-        assert_ok(c.execute("FLUSHALL"))
-        return em.calibrate_slow(c)
-
-
 @pytest.fixture
-def c(tf_server: RedisServer) -> Iterator[RawClient]:
-    client = RawClient(tf_server.port)
-    assert_ok(client.execute("FLUSHALL"))
-    yield client
-    client.close()
-    assert tf_server.alive(), tf_server.log()
+def c(tf_server: RedisServer, connect: Connect) -> RawClient:
+    return connect(tf_server)
 
 
 def store_mul(c: RawClient, key: str = "m", *opts, device: str = "CPU") -> None:
@@ -423,7 +411,7 @@ def torch_versions() -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def three_backends(module_path, install_dir) -> Iterator[tuple[RedisServer, dict]]:
+def three_backends(start_server: StartServer, install_dir) -> tuple[RedisServer, dict]:
     paths = {k: em.backend_path(install_dir, k) for k in ("TF", "TORCH", "ONNX")}
     missing = [str(p) for p in paths.values() if not p.exists()]
     if missing:
@@ -432,9 +420,7 @@ def three_backends(module_path, install_dir) -> Iterator[tuple[RedisServer, dict
     args = ["ONNX", str(paths["ONNX"]), "TORCH", str(paths["TORCH"]), "TF", str(paths["TF"]),
             "THREADS_PER_QUEUE", 2, "INTER_OP_PARALLELISM", 1, "INTRA_OP_PARALLELISM", 2,
             "MODEL_EXECUTION_TIMEOUT", 3000, "BACKEND_MEMORY_LIMIT", 4096]
-    srv = RedisServer(module_path, [str(a) for a in args])
-    yield srv, paths
-    srv.stop()
+    return start_server([str(a) for a in args]), paths
 
 
 def test_info_modules_with_three_backends(three_backends):

@@ -8,9 +8,11 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import redis
+
+from resp import RawClient
 
 ISOLATE_ENV = "REDISAI_TEST_ISOLATE"
 
@@ -112,3 +114,8 @@ def backend_args(paths: Mapping[str, pathlib.Path]) -> list[str]:
     """Load-time module arguments for these backends, in the mapping's order:
     {"TF": a, "TORCH": b} -> ["TF", "a", "TORCH", "b"]."""
     return [word for kind, path in paths.items() for word in (kind, str(path))]
+
+
+# The types of conftest.py's factory fixtures `start_server` and `connect`, for annotations.
+StartServer = Callable[..., "RedisServer"]
+Connect = Callable[..., RawClient]

@@ -176,6 +176,30 @@ def cnn() -> Built:
     return _built(traced, ("x",), 1, (cnn_sample(),))
 
 
+def stateful_model_blob() -> bytes:
+    """A model that keeps its input past the run (a module attribute) and changes the kept
+    one in place in the next run: what a backend may do with an input it was given
+    (scripts/test_torch_inputs.py, isolation/test_isolation_host_scripts.py)."""
+    import torch  # noqa: PLC0415
+
+    class Keep(torch.nn.Module):
+        """Keeps its input in an attribute and changes the kept one in the next run."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.keep = torch.zeros(3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            old = self.keep
+            old.add_(1)
+            self.keep = x
+            return old * 1
+
+    buf = io.BytesIO()
+    torch.jit.save(torch.jit.script(Keep()), buf)
+    return buf.getvalue()
+
+
 def torch_version() -> str:
     return _torch().__version__
 
