@@ -11,18 +11,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from paths import ROOT
-
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from build_tools import apt_sources as aps  # noqa: E402
-from build_tools import headers  # noqa: E402
-from build_tools.errors import BuildError  # noqa: E402
+from build_tools import apt_sources as aps
+from build_tools import headers
+from build_tools.errors import BuildError
 
 needs_apt = pytest.mark.skipif(shutil.which("apt-get") is None or shutil.which("apt-config") is None,
                                reason="apt-get/apt-config not installed (not a Debian machine)")
@@ -172,6 +167,50 @@ def test_deb822_stanza_without_uris_is_an_error() -> None:
         aps.parse_deb822("Types: deb\nURIs: http://m/\nSuites: x\n\nTypes: deb\nSuites: x\n", "f")
 
 
+@pytest.mark.parametrize("value, enabled", [
+    ("yes", True), ("true", True), ("with", True), ("on", True), ("enable", True), ("1", True),
+    ("no", False), ("False", False), ("without", False), ("off", False), ("disable", False),
+    ("0", False), ("-0", False), ("maybe", True),   # apt's StringToBool: unknown -> default
+])
+def test_deb822_enabled_is_read_as_apt_reads_booleans(value: str, enabled: bool) -> None:
+    got = aps.parse_deb822(f"Types: deb\nURIs: http://m/\nSuites: x\nEnabled: {value}\n", "f")
+    assert bool(got) is enabled
+
+
+@pytest.mark.parametrize("text, error", [
+    (" continued\nTypes: deb\n", r"^f:1: continuation line outside a field$"),
+    ("Types: deb\nURIs mirror.lan\n", r"^f:2: not a 'Field: value' line"),
+    ("Types: deb\n: value\n", r"^f:2: not a 'Field: value' line"),
+    ("Types: deb rpm\nURIs: http://m/\nSuites: x\n", r"^f:1: unknown source type 'rpm'"),
+])
+def test_deb822_malformed_names_file_and_line(text: str, error: str) -> None:
+    with pytest.raises(BuildError, match=error):
+        aps.parse_deb822(text, "f")
+
+
+def test_sources_files_are_the_list_then_the_parts_apt_reads(tmp_path: Path) -> None:
+    parts = tmp_path / "parts"
+    for name in ("b.sources", "a.list", "c.list.save", "d.sources.disabled", "bad name.list"):
+        write(parts, name, "deb http://m/debian bookworm main\n")
+    (parts / "dir.list").mkdir()
+    config = {"dir::etc::sourcelist": str(tmp_path / "sources.list"),
+              "dir::etc::sourceparts": str(parts)}
+    assert aps.source_files(config) == [parts / "a.list", parts / "b.sources"]
+    main = write(tmp_path, "sources.list", "")
+    assert aps.source_files(config) == [main, parts / "a.list", parts / "b.sources"]
+
+
+def test_a_sources_file_is_read_in_the_format_its_name_says(tmp_path: Path) -> None:
+    deb822 = write(tmp_path, "x.sources", "Types: deb\nURIs: http://m/\nSuites: s\n")
+    one_line = write(tmp_path, "x.list", "deb http://m/ s main\n")
+    assert [(e.uri, e.origin) for e in aps.parse_sources_file(deb822)] == [
+        ("http://m/", f"{deb822}:1")]
+    assert [(e.uri, e.origin) for e in aps.parse_sources_file(one_line)] == [
+        ("http://m/", f"{one_line}:1")]
+    with pytest.raises(BuildError, match=f"cannot read apt sources file {tmp_path}/gone.list"):
+        aps.parse_sources_file(tmp_path / "gone.list")
+
+
 @needs_apt
 def test_samples_parse_as_apt_parses_them(tmp_path: Path) -> None:
     """Our entries of the sample files are exactly the ones apt's own parser configures."""
@@ -312,6 +351,22 @@ def test_proxy_from_apt_config_dump_and_environment() -> None:
     assert aps.effective_proxy("http://deb.debian.org/debian", {}, {}) == "none"
     assert aps.effective_proxy("http://deb.debian.org/debian", {}, {"HTTP_PROXY": "x"}) == "none"
     assert aps.effective_proxy("file:/srv/mirror", config, env) == "none (file scheme)"
+
+
+def test_proxy_auto_detect_mirror_lists_and_no_proxy_forms() -> None:
+    detect = {"acquire::http::proxy-auto-detect": "/usr/bin/auto-apt-proxy"}
+    assert aps.effective_proxy("https://deb.debian.org/debian", detect, {}) == (
+        "found by /usr/bin/auto-apt-proxy (apt setting Acquire::http::Proxy-Auto-Detect)")
+    # mirror+file:/list is a list of http mirrors: the http settings apply
+    http = {"acquire::http::proxy": "http://p:1"}
+    assert aps.effective_proxy("mirror+file:/etc/apt/mirrors.txt", http, {}) == (
+        "http://p:1 (apt setting Acquire::http::Proxy)")
+    env = {"http_proxy": "http://env:1"}
+    for no_proxy in ("*", ".debian.org", "debian.org", "x.lan, deb.debian.org"):
+        assert aps.effective_proxy("http://deb.debian.org/", {}, {**env, "no_proxy": no_proxy}) \
+            == "none (no_proxy names deb.debian.org)", no_proxy
+    assert aps.effective_proxy("http://deb.debian.org/", {}, {**env, "no_proxy": "bian.org"}) \
+        == "http://env:1 (environment http_proxy)"
 
 
 # --- this machine --------------------------------------------------------------
