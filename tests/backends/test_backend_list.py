@@ -14,20 +14,16 @@ from __future__ import annotations
 import os
 import pathlib
 import shutil
-import sys
 import time
 from typing import Any
 
 import pytest
 
 from helpers import LOAD_ERR, arity, assert_error, assert_error_startswith, assert_ok
-from paths import ROOT
 from redis_server import RedisServer, isolate_args, start_expecting_failure
 from resp import RawClient, RespError
 
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from build_tools import manifest  # noqa: E402
+from build_tools import manifest
 
 FIELDS = ["name", "kind", "framework", "version", "variant", "abi", "path", "link", "manifest",
           "loaded", "loaded_at", "load_seconds", "models", "scripts", "isolated"]

@@ -21,8 +21,6 @@ import re
 import shutil
 from dataclasses import dataclass
 
-import sys
-
 import numpy as np
 import pytest
 
@@ -32,9 +30,7 @@ from paths import ROOT
 from redis_server import Connect, RedisServer, start_expecting_failure
 from resp import RawClient, RespError
 
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from build_tools import manifest  # noqa: E402
+from build_tools import manifest
 
 FIXTURES = ROOT / "tests" / "fixtures" / "backends"
 MANIFEST = "redisai_backend.manifest"

@@ -24,11 +24,9 @@ from paths import ROOT
 from redis_server import RedisServer
 from resp import RawClient
 
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from build_tools import layout, manifest, pins, variants  # noqa: E402
-from build_tools.errors import BuildError  # noqa: E402
-from build_tools.frameworks import discover, spec_for  # noqa: E402
+from build_tools import layout, manifest, pins, variants
+from build_tools.errors import BuildError
+from build_tools.frameworks import discover, spec_for
 
 OLD = pins.ORT_SIDE_BY_SIDE.split("==")[1]
 FIELDS = ["name", "kind", "framework", "version", "variant", "abi", "path", "link", "manifest",

@@ -28,9 +28,7 @@ from paths import ROOT
 from redis_server import RedisServer, free_port
 from resp import RawClient, RespError
 
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from build_tools import manifest, pins  # noqa: E402
+from build_tools import manifest, pins
 
 # What each backend's lib/ must hold (NEEDED names of the backend and its libs).
 FRAMEWORK_LIBS: dict[str, set[str]] = {

@@ -30,9 +30,7 @@ from paths import ROOT, find_install_dir
 from redis_server import RedisServer
 from resp import RawClient
 
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from build_tools import core_manifest, manifest, pins  # noqa: E402
+from build_tools import core_manifest, manifest, pins
 
 KINDS = {"TF": "tensorflow", "TORCH": "torch", "ONNX": "onnxruntime"}
 CORE_ARCHIVE = f"redisai-{pins.VERSION}-core.tar.gz"

@@ -38,9 +38,7 @@ from paths import ROOT
 from redis_server import free_port
 from resp import RawClient
 
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from build_tools import pins  # noqa: E402
+from build_tools import pins
 
 KEYWORDS = {"tensorflow": "TF", "torch": "TORCH", "onnxruntime": "ONNX"}
 TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}

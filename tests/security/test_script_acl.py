@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import pathlib
 import subprocess
-import sys
 import time
 from typing import Any, Iterator
 
@@ -434,9 +433,7 @@ def test_blocking_commands_are_refused_inside_scripts(torch_server, admin, comma
 def call_module(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """tests/fixtures/modules/call_module.c: another module that calls commands through
     RedisModule_Call, compiled against the pinned redismodule.h."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from build_tools import headers  # noqa: PLC0415 - the repo root is on sys.path now
+    from build_tools import headers  # noqa: PLC0415
 
     out = tmp_path_factory.mktemp("call_module") / "call_module.so"
     cmd = [os.environ.get("CC", "cc"), "-shared", "-fPIC", "-O0", "-Wall",

@@ -20,20 +20,16 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 
 import pytest
 
 import engine_models as em
 import tf_graphs
 from helpers import LogMark, assert_error, assert_ok, wait_until
-from paths import ROOT
 from redis_server import ISOLATE_ENV, Connect, RedisServer, StartServer
 from resp import RawClient, RespError, Status
 
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-from build_tools import pins  # noqa: E402
+from build_tools import pins
 
 NO_INFO = "ERR cannot find run info for key"
 CPU_TIME = re.compile(r"^\d+\.\d{6}$")
