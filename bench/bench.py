@@ -7,7 +7,7 @@
 
 One client, one connection, commands interleaved (SET, TENSORSET, GET, TENSORGET, ...) so
 drift affects both sides alike; medians of bounded loop counts. The benchmark starts its
-own redis-server on a free port (tests/conftest.py's RedisServer) and stops it.
+own redis-server on a free port (tests/support/redis_server.py's RedisServer) and stops it.
 
     python bench/bench.py [--install DIR] [--quick] [--strict]
 
@@ -24,9 +24,9 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-from conftest import RedisServer  # noqa: E402  (tests/ on sys.path)
+from redis_server import RedisServer  # noqa: E402  (tests/support/ on sys.path)
 
 KB = 1024
 MB = 1024 * KB
@@ -149,7 +149,7 @@ def bench_blobs(c: Client, quick: bool) -> dict[int, dict[str, float]]:
 
 
 def bench_modelexecute(c: Client, quick: bool) -> dict[str, float]:
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     import tf_graphs  # imports tensorflow: a few seconds
 
     c.call("AI.MODELSTORE", "m", "TF", "CPU", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "mul", "BLOB",

@@ -12,8 +12,8 @@ queue (the default):
    while a thread waits on its socket). RedisAI 1.2 reached about 4,400 req/s on ONNX and
    2,100 on TORCH on this kind of machine.
 
-The models are made at start with the real frameworks (tests/torch_models.py,
-tests/onnx_models.py, tests/tf_graphs.py, plus a TF graph of the CNN built here from the
+The models are made at start with the real frameworks (tests/support/torch_models.py,
+tests/support/onnx_models.py, tests/support/tf_graphs.py, plus a TF graph of the CNN built here from the
 torch weights); every server result is checked against the framework's own. Bounded loop
 counts and durations; the benchmark starts its own redis-server on a free port and stops it.
 
@@ -35,9 +35,10 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import bench as base  # noqa: E402  (bench/bench.py: Client, find_install, timed; puts tests/ on sys.path)
+import bench as base  # noqa: E402  (bench/bench.py: Client, find_install, timed; puts tests/support/ on sys.path)
 
-from conftest import RedisServer, backend_file  # noqa: E402
+from paths import backend_file  # noqa: E402
+from redis_server import RedisServer  # noqa: E402
 
 KINDS = ("TF", "TORCH", "ONNX")
 BACKEND_DIRS = {"TF": "tensorflow", "TORCH": "torch", "ONNX": "onnxruntime"}

@@ -40,10 +40,11 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import bench as base  # noqa: E402  (Client, find_install; puts tests/ on sys.path)
+import bench as base  # noqa: E402  (Client, find_install; puts tests/support/ on sys.path)
 import floor_tools  # noqa: E402
 
-from conftest import RedisServer, backend_file  # noqa: E402
+from paths import backend_file  # noqa: E402
+from redis_server import RedisServer  # noqa: E402
 from helpers import info_field  # noqa: E402
 
 KINDS = ("TF", "TORCH", "ONNX")

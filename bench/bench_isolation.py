@@ -29,9 +29,9 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import bench as base  # noqa: E402  (Client, find_install; puts tests/ on sys.path)
+import bench as base  # noqa: E402  (Client, find_install; puts tests/support/ on sys.path)
 
-from conftest import RedisServer  # noqa: E402
+from redis_server import RedisServer  # noqa: E402
 import onnx_models  # noqa: E402
 import tf_graphs  # noqa: E402
 import torch_models  # noqa: E402

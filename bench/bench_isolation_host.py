@@ -1,8 +1,8 @@
 """Round trips to redisai-backend-host alone (benchmark, not a test; issue 13).
 
 Spawns the installed host with a SOCK_SEQPACKET socketpair from this process (the
-client of tests/iso_host_client.py; no Redis: the core's proxy is the next step),
-creates the ONNX `Add` model of tests/onnx_models.py, opens one data channel, then
+client of tests/support/iso_host_client.py; no Redis: the core's proxy is the next step),
+creates the ONNX `Add` model of tests/support/onnx_models.py, opens one data channel, then
 measures, sequentially:
 
 * `info`: an INFO request on the control connection (the smallest request with a reply);
@@ -28,7 +28,7 @@ import time
 from typing import Callable
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import numpy as np  # noqa: E402
 

@@ -29,9 +29,9 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import bench as base  # noqa: E402  (puts tests/ on sys.path)
+import bench as base  # noqa: E402  (puts tests/support/ on sys.path)
 
-from conftest import RedisServer  # noqa: E402
+from redis_server import RedisServer  # noqa: E402
 from helpers import LogMark  # noqa: E402
 from resp import RawClient  # noqa: E402
 

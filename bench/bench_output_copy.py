@@ -34,9 +34,10 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import bench as base  # noqa: E402  (bench/bench.py: Client, find_install; puts tests/ on sys.path)
+import bench as base  # noqa: E402  (bench/bench.py: Client, find_install; puts tests/support/ on sys.path)
 
-from conftest import RedisServer, backend_file  # noqa: E402
+from paths import backend_file  # noqa: E402
+from redis_server import RedisServer  # noqa: E402
 
 KiB, MiB = 1 << 10, 1 << 20
 SIZES = [1 * KiB, 1 * MiB, 16 * MiB]

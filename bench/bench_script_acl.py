@@ -23,9 +23,9 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import bench as base  # noqa: E402  (bench/bench.py: Client, find_install; puts tests/ on sys.path)
+import bench as base  # noqa: E402  (bench/bench.py: Client, find_install; puts tests/support/ on sys.path)
 
-from conftest import RedisServer  # noqa: E402
+from redis_server import RedisServer  # noqa: E402
 
 SCRIPT = '''
 def loop(tensors: List[Tensor], keys: List[str], args: List[str]):

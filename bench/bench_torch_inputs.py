@@ -28,9 +28,10 @@ import pathlib
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import bench as base  # noqa: E402  (bench/bench.py: Client, find_install; puts tests/ on sys.path)
+import bench as base  # noqa: E402  (bench/bench.py: Client, find_install; puts tests/support/ on sys.path)
 
-from conftest import RedisServer, backend_file  # noqa: E402
+from paths import backend_file  # noqa: E402
+from redis_server import RedisServer  # noqa: E402
 
 SCRIPT = '''
 def read(tensors: List[Tensor], keys: List[str], args: List[str]):

@@ -5,8 +5,8 @@ itself never imports TensorFlow or Torch: their idle thread pools would sit in t
 client's process while it measures. Writes OUTDIR/manifest.json and, per model and
 backend, the blob, the raw input tensors and the expected output (float32 bytes).
 
-* trivial: 2x2 float, a*b for TF (tests/tf_graphs.py's mul graph), a+b for TORCH and ONNX;
-* cnn: the MNIST-sized CNN of tests/torch_defs.py with fixed weights, [1,1,28,28] ->
+* trivial: 2x2 float, a*b for TF (tests/support/tf_graphs.py's mul graph), a+b for TORCH and ONNX;
+* cnn: the MNIST-sized CNN of tests/support/torch_defs.py with fixed weights, [1,1,28,28] ->
   [1,10] (TF gets the same weights as an NHWC GraphDef, bench_backends.tf_cnn).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 
 KINDS = ("TF", "TORCH", "ONNX")
 

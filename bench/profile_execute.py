@@ -42,7 +42,8 @@ sys.path.insert(0, str(HERE))
 import bench as base  # noqa: E402
 import floor_tools  # noqa: E402
 
-from conftest import RedisServer, backend_file  # noqa: E402
+from paths import backend_file  # noqa: E402
+from redis_server import RedisServer  # noqa: E402
 
 BACKEND_DIRS = {"TF": "tensorflow", "TORCH": "torch", "ONNX": "onnxruntime"}
 RATE = 999

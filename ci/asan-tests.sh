@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The core's tests with redisai.so and its backends built with AddressSanitizer.
 #
-#   ci/asan-tests.sh                       the default subset (below)
-#   ci/asan-tests.sh tests/test_x.py ...   these test files instead (pytest args welcome:
-#                                          -k EXPR, -x, ...; the first that is not a test
-#                                          file keeps the default subset and is passed on)
+#   ci/asan-tests.sh                          the default subset (below)
+#   ci/asan-tests.sh tests/<area>/test_x.py   these test files instead (pytest args
+#                                             welcome: -k EXPR, -x, ...; the first that
+#                                             is not a test file keeps the default subset
+#                                             and is passed on)
 #
 # 1. builds build-asan/ and install-asan/redisai-<version>/ (incremental; the normal
 #    build/ and install/ are not touched) and checks the tree;
@@ -22,10 +23,11 @@ for a in "$@"; do
     if [[ "$a" == tests/*.py || "$a" == tests/*.py::* ]]; then files+=("$a"); else args+=("$a"); fi
 done
 if [ "${#files[@]}" -eq 0 ]; then
-    files=(tests/test_tensors.py tests/test_dag.py tests/test_persistence.py
-           tests/test_rdb_legacy.py tests/test_dump_restore.py)
+    files=(tests/tensors/test_tensors.py tests/execution/test_dag.py
+           tests/persistence/test_persistence.py tests/persistence/test_rdb_legacy.py
+           tests/persistence/test_dump_restore.py)
     # The fuzz tests (issue 10), whatever they are called, once they exist.
-    for f in tests/test_*fuzz*.py; do [ -e "$f" ] && files+=("$f"); done
+    for f in tests/*/test_*fuzz*.py; do [ -e "$f" ] && files+=("$f"); done
 fi
 
 start=$(date +%s)

@@ -21,8 +21,10 @@ fi
 # replication, timeouts and the script ACL must not know the difference.
 echo "ci: the engine's tests again, with TF, TORCH and ONNX isolated (--isolate all)"
 if [ "$#" -eq 0 ]; then
-    .venv/bin/python -m pytest -v --isolate all tests/test_models.py tests/test_scripts.py \
-        tests/test_dag.py tests/test_batching.py tests/test_persistence.py \
-        tests/test_replication.py tests/test_timeouts.py tests/test_script_acl.py || rc=$?
+    .venv/bin/python -m pytest -v --isolate all tests/models/test_models.py \
+        tests/scripts/test_scripts.py tests/execution/test_dag.py \
+        tests/execution/test_batching.py tests/persistence/test_persistence.py \
+        tests/persistence/test_replication.py tests/execution/test_timeouts.py \
+        tests/security/test_script_acl.py || rc=$?
 fi
 exit "$rc"

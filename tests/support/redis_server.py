@@ -1,0 +1,121 @@
+"""One redis-server process of our own, with the built module, on a free loopback port:
+what every test, the fuzzers and bench/ start."""
+from __future__ import annotations
+
+import os
+import pathlib
+import socket
+import subprocess
+import tempfile
+import time
+from typing import Callable, Mapping, Sequence
+
+import redis
+
+from resp import RawClient
+
+ISOLATE_ENV = "REDISAI_TEST_ISOLATE"
+
+
+def isolate_args() -> list[str]:
+    """`ISOLATE <kind>` module arguments asked for by REDISAI_TEST_ISOLATE ("all" or a
+    comma-separated list of kinds; `pytest --isolate ...` sets it): the whole suite can run
+    with its backends in backend host processes (docs/isolation.md)."""
+    value = os.environ.get(ISOLATE_ENV, "").strip()
+    if not value:
+        return []
+    kinds = ["TF", "TORCH", "ONNX"] if value.lower() == "all" else \
+        [k.strip().upper() for k in value.split(",") if k.strip()]
+    return [w for k in kinds for w in ("ISOLATE", k)]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """One redis-server process of our own, with its own port and work dir."""
+
+    def __init__(self, module: pathlib.Path | None, module_args: Sequence[str] = (),
+                 extra: Sequence[str] = (), env: dict[str, str] | None = None,
+                 exe: str | None = None, cwd: str | os.PathLike | None = None) -> None:
+        # REDISAI_TEST_SERVER_EXE: another redis-server executable, e.g. ci/asan/redis-server
+        # (AddressSanitizer preloaded into the server only; see ci/asan-tests.sh).
+        exe = exe or os.environ.get("REDISAI_TEST_SERVER_EXE") or "redis-server"
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="redisai-test-")
+        self.logfile = pathlib.Path(self.dir) / "redis.log"
+        cmd = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+               "--save", "", "--appendonly", "no", "--logfile", str(self.logfile),
+               "--enable-debug-command", "yes", "--enable-module-command", "yes"]
+        cmd += list(extra)
+        if module is not None:
+            cmd += ["--loadmodule", str(module), *isolate_args(), *module_args]
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 30.0) -> None:
+        # A raw PING over a plain socket: redis-py 8 retries a refused connection with
+        # backoff (seconds), which would hide a server that exits at once.
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=2.0) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64).startswith(b"+PONG"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise RuntimeError(f"redis-server did not answer in {timeout}s:\n{self.log()}")
+
+    def client(self, **kw) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, **kw)
+
+    def log(self) -> str:
+        try:
+            return self.logfile.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_expecting_failure(module: pathlib.Path, module_args: Sequence[str],
+                            cwd: str | os.PathLike | None = None) -> str:
+    """Starts redis-server with the module and arguments that must make the module load
+    fail (the server exits); returns the server log."""
+    try:
+        srv = RedisServer(module, module_args, cwd=cwd)
+    except RuntimeError as e:
+        return str(e)
+    srv.stop()
+    raise AssertionError(f"redis-server started although module args {list(module_args)!r} "
+                         "should have made the module load fail")
+
+
+def backend_args(paths: Mapping[str, pathlib.Path]) -> list[str]:
+    """Load-time module arguments for these backends, in the mapping's order:
+    {"TF": a, "TORCH": b} -> ["TF", "a", "TORCH", "b"]."""
+    return [word for kind, path in paths.items() for word in (kind, str(path))]
+
+
+# The types of conftest.py's factory fixtures `start_server` and `connect`, for annotations.
+StartServer = Callable[..., "RedisServer"]
+Connect = Callable[..., RawClient]
