@@ -45,7 +45,7 @@ typedef struct CommandSpec {
     int first, last, step;
 } CommandSpec;
 
-/* Flags and first/last/step as RedisAI 1.2 registered them (spec 0.1); the
+/* Flags and first/last/step as RedisAI 1.2 registered them (docs/commands.md, "The command table"); the
  * execution commands report their real keys through getkeys-api. */
 static const CommandSpec commands[] = {
     {"ai.tensorset", TensorSet_RedisCommand, "write deny-oom", 1, 1, 1},

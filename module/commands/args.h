@@ -8,7 +8,7 @@
 
 #include "redismodule.h"
 
-/* Keywords match case-insensitively, as everywhere in RedisAI (spec 0). */
+/* Keywords match case-insensitively, as everywhere in RedisAI (docs/commands.md, "Conventions"). */
 static inline int Args_TokenIs(RedisModuleString *s, const char *word) {
     return !strcasecmp(RedisModule_StringPtrLen(s, NULL), word);
 }

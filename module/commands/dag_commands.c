@@ -1,5 +1,5 @@
 /*
- * dag_commands.c - the DAG commands (spec 9).
+ * dag_commands.c - the DAG commands (docs/commands.md, "DAGs").
  *
  * The whole command is parsed and validated on the main thread: header
  * (LOAD, PERSIST, ROUTING, TIMEOUT), then each `|>` operation with the
@@ -363,7 +363,7 @@ static int parseHeader(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Name
                 Error_Set(err, RAI_ERR_TIMEOUT_MISSING);
                 return -1;
             }
-            /* QUIRK (spec 9.7): 0 and negatives are accepted, meaning none. */
+            /* QUIRK (docs/commands.md, AI.DAGEXECUTE): 0 and negatives are accepted, meaning none. */
             if (RedisModule_StringToLongLong(argv[pos + 1], &h->timeout) != REDISMODULE_OK) {
                 Error_Set(err, RAI_ERR_TIMEOUT_VALUE);
                 return -1;
@@ -434,7 +434,7 @@ fail:
     return REDISMODULE_OK;
 }
 
-/* spec 16: LOAD keys, PERSIST keys, the ROUTING value, and the key after
+/* docs/persistence.md, "Cluster": LOAD keys, PERSIST keys, the ROUTING value, and the key after
  * each AI.MODELEXECUTE / AI.SCRIPTEXECUTE anywhere in argv. */
 static void dagKeys(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     int pos = 1;

@@ -1,6 +1,6 @@
 /*
  * model_commands.c - AI.MODELSTORE, AI.MODELSET (deprecated), AI.MODELGET and
- * AI.MODELDEL (spec 4-6). The two store commands only differ in parsing:
+ * AI.MODELDEL (docs/commands.md, "Models"). The two store commands only differ in parsing:
  * both end in storeModel(), which builds through the backend, checks the
  * key and replicates verbatim.
  */

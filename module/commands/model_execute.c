@@ -1,5 +1,5 @@
 /*
- * model_execute.c - AI.MODELEXECUTE and AI.MODELRUN (spec 7, 7.2).
+ * model_execute.c - AI.MODELEXECUTE and AI.MODELRUN (docs/commands.md).
  *
  * Both parse into the same shape (model, input keys, output keys, timeout),
  * snapshot the model and the input tensors, and start a one-op DAG whose

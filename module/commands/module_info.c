@@ -1,5 +1,5 @@
 /*
- * module_info.c - the `ai_*` sections of INFO MODULES (spec 13), with two
+ * module_info.c - the `ai_*` sections of INFO MODULES (docs/info.md), with two
  * additions over RedisAI 1.2: every loaded backend reports its real
  * framework version (Torch included, where 1.2 printed NA), and a section
  * of our own, ai_backends_paths, names the file each was loaded from.

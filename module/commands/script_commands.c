@@ -1,6 +1,6 @@
 /*
  * script_commands.c - AI.SCRIPTSTORE, AI.SCRIPTSET (deprecated), AI.SCRIPTGET
- * and AI.SCRIPTDEL (spec 8.1-8.4). Both store commands end in storeScript().
+ * and AI.SCRIPTDEL (docs/commands.md, "Scripts"). Both store commands end in storeScript().
  */
 #include "commands/args.h"
 #include "commands/script_commands.h"

@@ -1,5 +1,5 @@
 /*
- * script_execute.c - AI.SCRIPTEXECUTE and AI.SCRIPTRUN (spec 8.5-8.7).
+ * script_execute.c - AI.SCRIPTEXECUTE and AI.SCRIPTRUN (docs/commands.md, "Scripts").
  *
  * Both parse into ScriptArgs (script, function, KEYS, INPUTS, ARGS,
  * OUTPUTS, timeout), then startScript() snapshots the input tensors and

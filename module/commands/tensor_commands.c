@@ -1,6 +1,6 @@
 /*
- * tensor_commands.c - AI.TENSORSET and AI.TENSORGET (spec sections 1-3).
- * Error checks run in the spec's order, each with its exact text.
+ * tensor_commands.c - AI.TENSORSET and AI.TENSORGET (docs/commands.md, "Tensors").
+ * Error checks run in the order docs/commands.md lists them, each with its exact text.
  */
 #include "commands/args.h"
 #include "commands/tensor_commands.h"
@@ -28,7 +28,7 @@ static int zeroFillBytes(RAI_DType dt, size_t n, size_t *bytes) {
 
 /* --------------------------------- parsing -------------------------------- */
 
-/* Range rules of spec section 1, including the signed QUIRK: the check
+/* Range rules of docs/commands.md, "Data types", including the signed QUIRK: the check
  * casts to unsigned, so negatives are refused for every INTn. */
 static int parseValue(RAI_DType dt, RedisModuleString *s, char *dst) {
     if (dt.code == RAI_DTYPE_FLOAT) {
@@ -106,7 +106,7 @@ static RAI_Tensor *parseBlob(RAI_DType dt, const int64_t *dims, int ndims, size_
         return NULL;
     }
     if (dt.code == RAI_DTYPE_BOOL) {
-        /* QUIRK (spec 1): 1.2's check skips the last byte. */
+        /* QUIRK (docs/commands.md, "Data types"): 1.2's check skips the last byte. */
         for (size_t i = 0; i + 1 < len; i++) {
             if ((unsigned char)data[i] > 1) {
                 Error_Set(err, "ERR BOOL tensor elements must be 0 or 1");

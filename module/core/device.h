@@ -1,7 +1,8 @@
 /*
  * device.h - device strings: `CPU`, `GPU`, `CPU:<n>`, `GPU:<n>`. A model
  * keeps its device string exactly as typed; its run queue is named after the
- * upper-cased string (spec 10: CPU and CPU:0 are different queues).
+ * upper-cased string (docs/commands.md, "How commands run": CPU and CPU:0 are
+ * different queues).
  */
 #ifndef REDISAI_DEVICE_H
 #define REDISAI_DEVICE_H

@@ -60,15 +60,6 @@ void Error_SetFmt(RAI_Error *err, const char *fmt, ...) {
     va_end(ap);
 }
 
-void Error_Move(RAI_Error *dst, RAI_Error *src) {
-    if (dst->msg == NULL) {
-        dst->msg = src->msg;
-        dst->code = src->code;
-        src->msg = NULL;
-    }
-    Error_Clear(src);
-}
-
 void Error_SetCode(RAI_Error *err, int code) {
     if (err && err->msg && err->code == 0) err->code = code;
 }

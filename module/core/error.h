@@ -1,7 +1,7 @@
 /*
  * error.h - RAI_Error: the one error value that travels from a parser or a
  * backend to the reply. The first error recorded wins; CR/LF become spaces
- * so that every reply is one line (spec section 0).
+ * so that every reply is one line (docs/commands.md, "Conventions").
  */
 #ifndef REDISAI_ERROR_H
 #define REDISAI_ERROR_H
@@ -23,8 +23,6 @@ const char *Error_Message(const RAI_Error *err);
 void Error_Set(RAI_Error *err, const char *msg);
 void Error_SetFmt(RAI_Error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void Error_SetV(RAI_Error *err, const char *fmt, va_list ap);
-/* Moves src's message into dst (if dst has none), leaving src clear. */
-void Error_Move(RAI_Error *dst, RAI_Error *src);
 /* Gives the error set on err its LLAPI code (redisai_llapi.h's
  * RedisAI_ErrorCode), unless it has one already: the commands never read
  * codes, the LLAPI sets them where it knows which operation failed. */

@@ -61,9 +61,4 @@
 #define DAG_WOULD_BLOCK_FMT \
     "ERR %s cannot run inside a script's redis.execute or a module's call: it would block"
 
-/* --- isolated backends (ours) --- */
-#define RAI_ERR_OOM "ERR out of memory"
-#define RAI_ERR_HOST_OOM "ERR out of memory in the backend host"
-#define RAI_ERR_HOST_RESTARTING_FMT "ERR %s backend process is restarting after it exited (%s); try again"
-
 #endif

@@ -31,7 +31,7 @@ struct RAI_Tensor {
     void *deleter_ctx;
 };
 
-/* dtype tokens of spec section 1; returns 0 when unknown. */
+/* dtype tokens of docs/commands.md, "Data types"; returns 0 when unknown. */
 int DType_Parse(const char *s, size_t len, RAI_DType *out);
 /* The token of a dtype, or NULL when the tensor layer cannot name it. */
 const char *DType_Name(RAI_DType dt);
@@ -44,7 +44,7 @@ int DType_IsStorable(RAI_DType dt);
 
 /* How replication and the AOF spell a storable dtype with no name:
  * "_DTYPE<code>_<bits>". AI.TENSORSET accepts it from the master link and
- * the AOF only, so clients still see spec section 1's errors. */
+ * the AOF only, so clients still see AI.TENSORSET's errors. */
 #define DTYPE_INTERNAL_NAME_MAX 32
 void DType_InternalName(RAI_DType dt, char *buf);
 int DType_ParseInternal(const char *s, size_t len, RAI_DType *out);

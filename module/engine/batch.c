@@ -124,7 +124,7 @@ void Batch_Run(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
                 dags[k]->slots[op->outputs[j]] = Tensor_SliceRows(outs[j], from, rows[k]);
             }
             from += rows[k];
-            op->duration_us = duration; /* spec 10: each gets the batch's time */
+            op->duration_us = duration; /* AI.INFO: each gets the batch's time */
             op->state = DAG_OP_DONE;
             dags[k]->next_op++;
             Dag_RunFrom(dags[k], q);
@@ -156,7 +156,7 @@ static int heldExpired(const RAI_Dag *dag, long long now, long long *wait_ms) {
 }
 
 /* Under the lock: takes the first DAG that can run now, with the queued
- * DAGs that batch with it (spec 7.1), into batch[]. A DAG whose model wants
+ * DAGs that batch with it (docs/commands.md, "Auto-batching"), into batch[]. A DAG whose model wants
  * MINBATCHSIZE and has not got it stays queued (with every DAG of that
  * model) until enough arrive or MINBATCHTIMEOUT passes; *wait_ms is then
  * the time to the nearest such timeout or held DAG's TIMEOUT (-1: none).

@@ -85,7 +85,7 @@ static void replyOp(RedisModuleCtx *ctx, RAI_Dag *dag, size_t i) {
     }
 }
 
-/* spec 10: on success calls, run time and (models) dim 0 of output 0; on
+/* AI.INFO (docs/commands.md): on success calls, run time and (models) dim 0 of output 0; on
  * error calls and errors; ops that never ran count nothing. */
 void Dag_UpdateStats(RAI_Dag *dag) {
     for (size_t i = 0; i < dag->nops; i++) {

@@ -135,7 +135,7 @@ static RAI_RunQueue *opQueue(RAI_DagOp *op, RAI_RunQueue *current) {
     return op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT ? op->queue : current;
 }
 
-/* TIMEOUT counts from enqueue and is checked before each op (spec 9.7);
+/* TIMEOUT counts from enqueue and is checked before each op (docs/commands.md, AI.DAGEXECUTE);
  * a running op is never interrupted. Unblocks the client when it fires. */
 int Dag_TimedOut(RAI_Dag *dag) {
     if (dag->timeout_ms <= 0 || Clock_NowMs() - dag->enqueued_ms < dag->timeout_ms) return 0;

@@ -43,10 +43,6 @@ int RunQueue_WorkerIndex(void) {
     return worker_index;
 }
 
-const char *RunQueue_Name(const RAI_RunQueue *q) {
-    return q->name;
-}
-
 /* What workers take and how they run it (RunQueue_SetPolicy). */
 static RunQueue_TakeFn policy_take;
 static RunQueue_RunFn policy_run;

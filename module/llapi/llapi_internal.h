@@ -1,6 +1,6 @@
 /*
- * llapi.h - RedisAI's low-level API for other modules (include/
- * redisai_llapi.h, shared/spec/LLAPI.md), as RedisAI 1.2 exports it: the
+ * llapi_internal.h - RedisAI's low-level API for other modules
+ * (include/redisai/llapi.h, docs/llapi.md), as RedisAI 1.2 exports it: the
  * shared internals of the llapi*.c files, one per group of functions.
  *
  * The opaque types of the interface are the core's own where the names

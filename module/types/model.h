@@ -94,7 +94,7 @@ void Model_Release(RAI_Model *m);
 void Model_RegisterStats(RAI_Model *m, RedisModuleString *keyname);
 
 
-/* Blob chunking of spec 5 (also RDB and AOF): k = L/C + 1 chunks, the last
+/* Blob chunking of AI.MODELGET (also RDB and AOF; docs/commands.md): k = L/C + 1 chunks, the last
  * L mod C bytes long, so an exact multiple ends with an empty chunk. */
 size_t Model_ChunkCount(size_t blob_len, size_t chunk);
 

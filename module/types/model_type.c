@@ -1,6 +1,6 @@
 /*
  * model_type.c - type methods of AI__MODEL. RDB layout, encoding version 5
- * (spec 17, docs/isolation.md): U backend, Buf* device, Buf* backend name
+ * (docs/persistence.md, "Model (version 5)"): U backend, Buf* device, Buf* backend name
  * (empty: none), Str tag, U batchsize, U minbatchsize, U minbatchtimeout,
  * U n_in, Buf* name x n_in, U n_out, Buf* name x n_out, U blob length,
  * U chunk count, Buf chunk x count. Older encodings differ only in that v4
@@ -18,13 +18,13 @@
 #include "core/config.h"
 #include "core/device.h"
 #include "types/model.h"
+#include "types/aof_args.h"
 #include "types/rdb_io.h"
+#include "types/stored.h"
 #include "types/tensor_type.h"
 #include "core/messages.h"
 
 RedisModuleType *RAI_ModelType = NULL;
-
-#define MAX_NAMES (1 << 20)
 
 /* What an encoding holds, before the model is rebuilt from it. */
 typedef struct ModelFields {
@@ -44,46 +44,13 @@ typedef struct ModelFields {
     size_t blob_len;
 } ModelFields;
 
-static void freeStrings(char **v, size_t n) {
-    if (v == NULL) return;
-    for (size_t i = 0; i < n; i++) {
-        if (v[i]) RedisModule_Free(v[i]);
-    }
-    RedisModule_Free(v);
-}
-
 static void freeFields(ModelFields *f) {
     if (f->device) RedisModule_Free(f->device);
     if (f->backend_name) RedisModule_Free(f->backend_name);
     if (f->tag) RedisModule_Free(f->tag);
-    freeStrings(f->inputs, f->ninputs);
-    freeStrings(f->outputs, f->noutputs);
+    Stored_FreeNames(f->ninputs, f->inputs);
+    Stored_FreeNames(f->noutputs, f->outputs);
     if (f->blob) RedisModule_Free(f->blob);
-}
-
-/* U count, then count Buf* names. The count comes from the payload: the
- * array grows with the names actually read, so a count of 2^62 in a short
- * payload ends in a read error, not in a huge allocation. */
-static char **loadNames(RedisModuleIO *io, size_t *n) {
-    uint64_t want = RedisModule_LoadUnsigned(io);
-    *n = 0;
-    if (RedisModule_IsIOError(io) || want > MAX_NAMES) return NULL;
-    size_t cap = 4;
-    char **v = RedisModule_Calloc(cap, sizeof(char *));
-    for (uint64_t i = 0; i < want; i++) {
-        char *name = RdbIO_LoadCString(io, NULL);
-        if (name == NULL) {
-            freeStrings(v, *n);
-            *n = 0;
-            return NULL;
-        }
-        if (*n == cap) {
-            cap *= 2;
-            v = RedisModule_Realloc(v, cap * sizeof(char *));
-        }
-        v[(*n)++] = name;
-    }
-    return v;
 }
 
 /* v1 and later: U total length, U chunk count, the chunks. Both numbers
@@ -142,9 +109,9 @@ static int loadFields(RedisModuleIO *io, int encver, ModelFields *f) {
     f->minbatchsize = (long long)RedisModule_LoadUnsigned(io);
     if (encver >= 2) f->minbatchtimeout = (long long)RedisModule_LoadUnsigned(io);
     if (RedisModule_IsIOError(io) || f->device == NULL || f->tag == NULL) return 0;
-    f->inputs = loadNames(io, &f->ninputs);
+    f->inputs = RdbIO_LoadNames(io, &f->ninputs);
     if (f->inputs == NULL) return 0;
-    f->outputs = loadNames(io, &f->noutputs);
+    f->outputs = RdbIO_LoadNames(io, &f->noutputs);
     if (f->outputs == NULL) return 0;
     if (encver >= 1) return loadChunkedBlob(io, f);
     f->blob = RedisModule_LoadStringBuffer(io, &f->blob_len);
@@ -208,10 +175,7 @@ static void *ModelRdbLoad(RedisModuleIO *io, int encver) {
     goto done;
 
 ioerr:
-    RedisModule_LogIOError(io, "warning",
-                           "Experienced a short read while reading a model from RDB (%s, "
-                           "encoding version %d)",
-                           RdbIO_KeyName(io), encver);
+    RdbIO_LogShortRead(io, "a model", encver);
 done:
     Error_Clear(&err);
     freeFields(&f);
@@ -244,51 +208,40 @@ static void ModelRdbSave(RedisModuleIO *io, void *value) {
 
 static void ModelAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *value) {
     RAI_Model *m = value;
-    RedisModuleCtx *ctx = RedisModule_GetContextFromIO(aof);
     size_t chunk = (size_t)rai_config.model_chunk_size;
     size_t nchunks = Model_ChunkCount(m->blob_len, chunk);
-    size_t max = 18 + m->ninputs + m->noutputs + nchunks;
-    RedisModuleString **args = RedisModule_Alloc(sizeof(*args) * max);
-    size_t n = 0;
-    args[n++] = RedisModule_CreateStringFromString(ctx, key);
-    args[n++] = RedisModule_CreateString(ctx, Backend_KindName(m->backend),
-                                         strlen(Backend_KindName(m->backend)));
-    args[n++] = RedisModule_CreateString(ctx, m->device_str, strlen(m->device_str));
+    AofArgs a;
+    AofArgs_Init(&a, aof);
+    AofArgs_Key(&a, key);
+    AofArgs_Str(&a, Backend_KindName(m->backend));
+    AofArgs_Str(&a, m->device_str);
     /* Only for a named model: AOF files without names replay on older
      * servers. */
     if (m->backend_name) {
-        args[n++] = RedisModule_CreateString(ctx, "BACKEND", 7);
-        args[n++] = RedisModule_CreateString(ctx, m->backend_name, strlen(m->backend_name));
+        AofArgs_Str(&a, "BACKEND");
+        AofArgs_Str(&a, m->backend_name);
     }
-    args[n++] = RedisModule_CreateString(ctx, "TAG", 3);
-    args[n++] = RedisModule_CreateString(ctx, m->tag, m->tag_len);
-    args[n++] = RedisModule_CreateString(ctx, "BATCHSIZE", 9);
-    args[n++] = RedisModule_CreateStringFromLongLong(ctx, m->batchsize);
-    args[n++] = RedisModule_CreateString(ctx, "MINBATCHSIZE", 12);
-    args[n++] = RedisModule_CreateStringFromLongLong(ctx, m->minbatchsize);
-    args[n++] = RedisModule_CreateString(ctx, "MINBATCHTIMEOUT", 15);
-    args[n++] = RedisModule_CreateStringFromLongLong(ctx, m->minbatchtimeout);
+    AofArgs_Str(&a, "TAG");
+    AofArgs_Bytes(&a, m->tag, m->tag_len);
+    AofArgs_Str(&a, "BATCHSIZE");
+    AofArgs_Int(&a, m->batchsize);
+    AofArgs_Str(&a, "MINBATCHSIZE");
+    AofArgs_Int(&a, m->minbatchsize);
+    AofArgs_Str(&a, "MINBATCHTIMEOUT");
+    AofArgs_Int(&a, m->minbatchtimeout);
     if (m->backend == RAI_BACKEND_TF) {
-        args[n++] = RedisModule_CreateString(ctx, "INPUTS", 6);
-        args[n++] = RedisModule_CreateStringFromLongLong(ctx, (long long)m->ninputs);
-        for (size_t i = 0; i < m->ninputs; i++) {
-            args[n++] = RedisModule_CreateString(ctx, m->inputs[i], strlen(m->inputs[i]));
-        }
-        args[n++] = RedisModule_CreateString(ctx, "OUTPUTS", 7);
-        args[n++] = RedisModule_CreateStringFromLongLong(ctx, (long long)m->noutputs);
-        for (size_t i = 0; i < m->noutputs; i++) {
-            args[n++] = RedisModule_CreateString(ctx, m->outputs[i], strlen(m->outputs[i]));
-        }
+        AofArgs_Str(&a, "INPUTS");
+        AofArgs_Names(&a, m->ninputs, m->inputs, 1);
+        AofArgs_Str(&a, "OUTPUTS");
+        AofArgs_Names(&a, m->noutputs, m->outputs, 1);
     }
-    args[n++] = RedisModule_CreateString(ctx, "BLOB", 4);
+    AofArgs_Str(&a, "BLOB");
     for (size_t i = 0; i < nchunks; i++) {
         size_t off = i * chunk;
         size_t len = i + 1 < nchunks ? chunk : m->blob_len - off;
-        args[n++] = RedisModule_CreateString(ctx, m->blob + off, len);
+        AofArgs_Bytes(&a, m->blob + off, len);
     }
-    RedisModule_EmitAOF(aof, "AI.MODELSTORE", "v", args, n);
-    for (size_t i = 0; i < n; i++) RedisModule_FreeString(ctx, args[i]);
-    RedisModule_Free(args);
+    AofArgs_Emit(&a, aof, "AI.MODELSTORE");
 }
 
 RAI_Model *Model_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err) {

@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "types/stored.h"
+
 void RdbIO_SaveCString(RedisModuleIO *io, const char *s) {
     RedisModule_SaveStringBuffer(io, s, strlen(s) + 1);
 }
@@ -46,4 +48,32 @@ int RdbIO_RefuseNewer(RedisModuleIO *io, const char *type_name, int encver) {
                            "RedisAI; this one writes version %d and is not forward compatible",
                            type_name, RdbIO_KeyName(io), encver, RAI_ENC_VER);
     return 1;
+}
+
+char **RdbIO_LoadNames(RedisModuleIO *io, size_t *n) {
+    uint64_t want = RedisModule_LoadUnsigned(io);
+    *n = 0;
+    if (RedisModule_IsIOError(io) || want > RDBIO_MAX_NAMES) return NULL;
+    size_t cap = 4;
+    char **v = RedisModule_Calloc(cap, sizeof(char *));
+    for (uint64_t i = 0; i < want; i++) {
+        char *name = RdbIO_LoadCString(io, NULL);
+        if (name == NULL) {
+            Stored_FreeNames(*n, v);
+            *n = 0;
+            return NULL;
+        }
+        if (*n == cap) {
+            cap *= 2;
+            v = RedisModule_Realloc(v, cap * sizeof(char *));
+        }
+        v[(*n)++] = name;
+    }
+    return v;
+}
+
+void RdbIO_LogShortRead(RedisModuleIO *io, const char *what, int encver) {
+    RedisModule_LogIOError(io, "warning",
+                           "Experienced a short read while reading %s from RDB (%s, encoding "
+                           "version %d)", what, RdbIO_KeyName(io), encver);
 }

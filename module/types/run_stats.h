@@ -1,5 +1,5 @@
 /*
- * run_stats.h - per-key execution statistics (AI.INFO, spec 11): the
+ * run_stats.h - per-key execution statistics (AI.INFO, docs/commands.md): the
  * entries and their table. One entry
  * per stored model or script, owned by that object and indexed by key name
  * in a global table that spans all databases, as in RedisAI 1.2. A re-store

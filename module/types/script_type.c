@@ -1,6 +1,6 @@
 /*
  * script_type.c - type methods of AI_SCRIPT. RDB layout, encoding version 4
- * (spec 17): Buf* device, Str tag, Buf* source, U entry-point count,
+ * (docs/persistence.md): Buf* device, Str tag, Buf* source, U entry-point count,
  * Buf* entry point x count. v3 is the same; v1 and v2 have no entry
  * points, and v0 also saved the tag as a Buf*. A script without entry
  * points loads as a SCRIPTSET script would (SCRIPTRUN runs any function
@@ -15,14 +15,14 @@
 #include <string.h>
 
 #include "loader/backend_loader.h"
+#include "types/aof_args.h"
 #include "types/rdb_io.h"
+#include "types/stored.h"
 #include "types/script.h"
 #include "types/tensor_type.h"
 #include "core/messages.h"
 
 RedisModuleType *RAI_ScriptType = NULL;
-
-#define MAX_ENTRY_POINTS (1 << 20)
 
 typedef struct ScriptFields {
     char *device;
@@ -38,12 +38,7 @@ static void freeFields(ScriptFields *f) {
     if (f->device) RedisModule_Free(f->device);
     if (f->tag) RedisModule_Free(f->tag);
     if (f->source) RedisModule_Free(f->source);
-    if (f->eps) {
-        for (size_t i = 0; i < f->neps; i++) {
-            if (f->eps[i]) RedisModule_Free(f->eps[i]);
-        }
-        RedisModule_Free(f->eps);
-    }
+    Stored_FreeNames(f->neps, f->eps);
 }
 
 static int loadFields(RedisModuleIO *io, int encver, ScriptFields *f) {
@@ -52,21 +47,8 @@ static int loadFields(RedisModuleIO *io, int encver, ScriptFields *f) {
     f->source = RdbIO_LoadCString(io, &f->source_len);
     if (f->device == NULL || f->tag == NULL || f->source == NULL) return 0;
     if (encver < 3) return 1;
-    /* The count is the payload's: the array grows with the names read. */
-    uint64_t n = RedisModule_LoadUnsigned(io);
-    if (RedisModule_IsIOError(io) || n > MAX_ENTRY_POINTS) return 0;
-    size_t cap = 4;
-    f->eps = RedisModule_Calloc(cap, sizeof(char *));
-    for (uint64_t i = 0; i < n; i++) {
-        char *ep = RdbIO_LoadCString(io, NULL);
-        if (ep == NULL) return 0;
-        if (f->neps == cap) {
-            cap *= 2;
-            f->eps = RedisModule_Realloc(f->eps, cap * sizeof(char *));
-        }
-        f->eps[f->neps++] = ep;
-    }
-    return 1;
+    f->eps = RdbIO_LoadNames(io, &f->neps);
+    return f->eps != NULL;
 }
 
 static void *ScriptRdbLoad(RedisModuleIO *io, int encver) {
@@ -104,10 +86,7 @@ static void *ScriptRdbLoad(RedisModuleIO *io, int encver) {
     if (keyname) Script_RegisterStats(s, (RedisModuleString *)keyname);
     goto done;
 ioerr:
-    RedisModule_LogIOError(io, "warning",
-                           "Experienced a short read while reading a script from RDB (%s, "
-                           "encoding version %d)",
-                           RdbIO_KeyName(io), encver);
+    RdbIO_LogShortRead(io, "a script", encver);
 done:
     Error_Clear(&err);
     freeFields(&f);
@@ -126,24 +105,17 @@ static void ScriptRdbSave(RedisModuleIO *io, void *value) {
 
 static void ScriptAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *value) {
     RAI_Script *s = value;
-    RedisModuleCtx *ctx = RedisModule_GetContextFromIO(aof);
-    size_t max = 8 + s->nentry_points;
-    RedisModuleString **args = RedisModule_Alloc(sizeof(*args) * max);
-    size_t n = 0;
-    args[n++] = RedisModule_CreateStringFromString(ctx, key);
-    args[n++] = RedisModule_CreateString(ctx, s->device_str, strlen(s->device_str));
-    args[n++] = RedisModule_CreateString(ctx, "TAG", 3);
-    args[n++] = RedisModule_CreateString(ctx, s->tag, s->tag_len);
-    args[n++] = RedisModule_CreateString(ctx, "ENTRY_POINTS", 12);
-    args[n++] = RedisModule_CreateStringFromLongLong(ctx, (long long)s->nentry_points);
-    for (size_t i = 0; i < s->nentry_points; i++) {
-        args[n++] = RedisModule_CreateString(ctx, s->entry_points[i], strlen(s->entry_points[i]));
-    }
-    args[n++] = RedisModule_CreateString(ctx, "SOURCE", 6);
-    args[n++] = RedisModule_CreateString(ctx, s->source, s->source_len);
-    RedisModule_EmitAOF(aof, "AI.SCRIPTSTORE", "v", args, n);
-    for (size_t i = 0; i < n; i++) RedisModule_FreeString(ctx, args[i]);
-    RedisModule_Free(args);
+    AofArgs a;
+    AofArgs_Init(&a, aof);
+    AofArgs_Key(&a, key);
+    AofArgs_Str(&a, s->device_str);
+    AofArgs_Str(&a, "TAG");
+    AofArgs_Bytes(&a, s->tag, s->tag_len);
+    AofArgs_Str(&a, "ENTRY_POINTS");
+    AofArgs_Names(&a, s->nentry_points, s->entry_points, 1);
+    AofArgs_Str(&a, "SOURCE");
+    AofArgs_Bytes(&a, s->source, s->source_len);
+    AofArgs_Emit(&a, aof, "AI.SCRIPTSTORE");
 }
 
 RAI_Script *Script_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err) {

@@ -1,6 +1,6 @@
 /*
  * tensor_type.c - type methods of AI_TENSOR. RDB layout, encoding version 4
- * (spec 17): U dtype code, U bits, S ndims, S dim x ndims, Buf data, and for
+ * (docs/persistence.md): U dtype code, U bits, S ndims, S dim x ndims, Buf data, and for
  * STRING tensors U start offset x length. Versions 0-3 (RedisAI before
  * STRING tensors) held DLPack fields: U device type, U device id, U bits,
  * U code, U lanes, U ndims, U shape x ndims, U strides x ndims, U byte
@@ -191,10 +191,7 @@ static void *TensorRdbLoad(RedisModuleIO *io, int encver) {
     int ok = encver >= 4 ? loadV4(io, &f) : loadV0(io, &f);
     if (!ok || !fieldsValid(&f)) {
         freeFields(&f);
-        RedisModule_LogIOError(io, "warning",
-                               "Experienced a short read while reading a tensor from RDB (%s, "
-                               "encoding version %d)",
-                               RdbIO_KeyName(io), encver);
+        RdbIO_LogShortRead(io, "a tensor", encver);
         return NULL;
     }
     RAI_Tensor *t = Tensor_NewOwned(f.dtype, f.dims, (int)f.ndims, f.data, f.nbytes, f.offsets);

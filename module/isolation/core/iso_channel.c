@@ -32,7 +32,6 @@
 #include "core/tensor.h"
 #include "isolation/core/iso_control.h"
 #include "isolation/iso_shm.h"
-#include "core/messages.h"
 
 #define ISO_CHANNEL_OPEN_TIMEOUT_MS 10000
 #define ISO_HOST_ID_BIT (1ULL << 63)

@@ -12,7 +12,6 @@
 
 #include "core/config.h"
 #include "isolation/core/iso_control.h"
-#include "core/messages.h"
 
 static uint64_t next_handle_id;
 

@@ -22,7 +22,6 @@
 #include "isolation/core/iso_handle.h"
 #include "isolation/core/iso_restart.h"
 #include "isolation/core/iso_spawn.h"
-#include "core/messages.h"
 
 #define ISO_INFO_TIMEOUT_MS 500
 
@@ -231,13 +230,6 @@ static const struct {
                                 ISO_ROW(12), ISO_ROW(13), ISO_ROW(14), ISO_ROW(15)};
 
 /* --- loading ------------------------------------------------------------------------- */
-
-int Iso_IsProxy(const RAI_BackendDescriptor *d) {
-    for (int i = 0; d && i < ISO_MAX_HOSTS; i++) {
-        if (iso_slots[i] && d == &iso_slots[i]->desc) return 1;
-    }
-    return 0;
-}
 
 /* A free slot's index, or -1 when all ISO_MAX_HOSTS are taken. */
 static int freeSlot(void) {

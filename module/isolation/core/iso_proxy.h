@@ -25,8 +25,6 @@ void Iso_Init(RedisModuleCtx *ctx, const RAI_HostApi *api);
  * file, when no host could be started. Main thread. */
 const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *name,
                                       const char *real, const char *shown, RAI_Error *err);
-/* Whether d is the descriptor of an isolated backend. */
-int Iso_IsProxy(const RAI_BackendDescriptor *d);
 /* Redis is shutting down: SHUTDOWN to every host, wait briefly, kill. */
 void Iso_Shutdown(void);
 

@@ -27,6 +27,11 @@
 
 #define ISO_MAX_HOSTS 16
 
+/* Replies of the proxy itself (a create or run that never reached a host). */
+#define RAI_ERR_OOM "ERR out of memory"
+#define RAI_ERR_HOST_RESTARTING_FMT \
+    "ERR %s backend process is restarting after it exited (%s); try again"
+
 typedef enum IsoState {
     ISO_STARTING = 0,
     ISO_READY = 1,

@@ -15,6 +15,9 @@
 
 #define HOST_CTL_FD 3
 
+/* What a request that could not get memory here answers. */
+#define RAI_ERR_HOST_OOM "ERR out of memory in the backend host"
+
 /* What argv and HELLO told the host; written by the main thread before any
  * channel thread starts, read-only afterwards. */
 typedef struct HostState {

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "isolation/host/host.h"
-#include "core/messages.h"
 
 static __thread HostFrame *top;
 static uint64_t last_id; /* the host's own request ids, HOST_ID_BIT added */

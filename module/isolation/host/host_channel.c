@@ -19,7 +19,6 @@
 
 #include "isolation/host/host.h"
 #include "isolation/iso_shm.h"
-#include "core/messages.h"
 
 /* One decoded MODEL_RUN or SCRIPT_RUN. */
 typedef struct Request {

@@ -26,7 +26,6 @@
 
 #include "core/backend_kind.h"
 #include "isolation/host/host.h"
-#include "core/messages.h"
 
 HostState host;
 

@@ -1,6 +1,6 @@
 /*
  * test_args.c - module/commands/args.h: keywords match case-insensitively
- * and whole (spec 0). The module strings are the shim's.
+ * and whole (docs/commands.md, "Conventions"). The module strings are the shim's.
  */
 #include <string.h>
 

@@ -83,7 +83,7 @@ static void testQueueName(void) {
     CHECK_STR(buf, "CPU");
     Device_QueueName("gPu:12", buf, sizeof(buf));
     CHECK_STR(buf, "GPU:12");
-    /* CPU and CPU:0 stay different queues (spec 10). */
+    /* CPU and CPU:0 stay different queues (docs/commands.md, "How commands run"). */
     char other[16];
     Device_QueueName("CPU:0", other, sizeof(other));
     Device_QueueName("CPU", buf, sizeof(buf));
