@@ -217,86 +217,97 @@ done:
 /* A sequence of maps, what ZipMap makes of a classifier's probabilities
  * (scikit-learn models converted by skl2onnx): as RedisAI 1.2, one row per
  * map holding its values, so [maps, values per map], the values' dtype. */
+/* What the maps of a sequence have given so far: the tensor (made by the
+ * first map, whose size and dtype every other map must have) and its shape. */
+typedef struct MapRows {
+    RAI_Tensor *t;
+    RAI_DType dt;
+    size_t rows, cols, row_bytes;
+} MapRows;
+
+/* Copies map i of seq into row i of r->t (made at i == 0). 1, or 0 after err. */
+static int map_row_to_core(OrtValue *seq, size_t i, MapRows *r, RAI_Error *err) {
+    const RAI_HostApi *host = ort.host;
+    const OrtApi *api = ort.api;
+    OrtValue *values = map_values(seq, i, err);
+    if (!values) {
+        return 0;
+    }
+    OrtTensorTypeAndShapeInfo *info = NULL;
+    ONNXTensorElementDataType type;
+    size_t n = 0;
+    void *data = NULL;
+    RAI_DType row_dt;
+    int ok = !ort_failed(api->GetTensorTypeAndShape(values, &info), err) &&
+             !ort_failed(api->GetTensorElementType(info, &type), err) &&
+             !ort_failed(api->GetTensorShapeElementCount(info, &n), err);
+    if (info) {
+        api->ReleaseTensorTypeAndShapeInfo(info);
+    }
+    if (ok && (!RAI_DTypeFromFramework(ort_types, type, &row_dt) ||
+               row_dt.code == RAI_DTYPE_STRING)) {
+        host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
+        ok = 0;
+    }
+    if (ok && i == 0) {
+        /* The first map sets the shape; the others must agree. */
+        r->dt = row_dt;
+        r->cols = n;
+        r->row_bytes = n * (r->dt.bits / 8);
+        int64_t dims[2] = {(int64_t)r->rows, (int64_t)r->cols};
+        r->t = host->tensor_create(r->dt, dims, 2);
+        if (!r->t) {
+            host->error_set(err, RAI_ERR_OUTPUT_TENSOR);
+            ok = 0;
+        }
+    } else if (ok && (n != r->cols || row_dt.code != r->dt.code || row_dt.bits != r->dt.bits)) {
+        host->error_set(err, "ERR maps of an output sequence differ in size or type");
+        ok = 0;
+    }
+    if (ok && r->row_bytes) {
+        ok = !ort_failed(api->GetTensorMutableData(values, &data), err);
+        if (ok) {
+            memcpy((char *)host->tensor_data(r->t) + i * r->row_bytes, data, r->row_bytes);
+        }
+    }
+    api->ReleaseValue(values);
+    return ok;
+}
+
 static RAI_Tensor *map_sequence_to_core(OrtValue *seq, RAI_Error *err) {
     const RAI_HostApi *host = ort.host;
     const OrtApi *api = ort.api;
-    RAI_Tensor *t = NULL;
-    size_t rows = 0;
-    size_t cols = 0;
-    size_t row_bytes = 0;
-    RAI_DType dt = {.code = RAI_DTYPE_FLOAT, .bits = 32};
-    if (ort_failed(api->GetValueCount(seq, &rows), err)) {
+    MapRows r = {.dt = {.code = RAI_DTYPE_FLOAT, .bits = 32}};
+    if (ort_failed(api->GetValueCount(seq, &r.rows), err)) {
         goto done;
     }
-    if (rows > INT_MAX) {
+    if (r.rows > INT_MAX) {
         host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
         goto done;
     }
-    for (size_t i = 0; i < rows; i++) {
-        OrtValue *values = map_values(seq, i, err);
-        if (!values) {
-            goto fail;
-        }
-        OrtTensorTypeAndShapeInfo *info = NULL;
-        ONNXTensorElementDataType type;
-        size_t n = 0;
-        void *data = NULL;
-        RAI_DType row_dt;
-        int ok = !ort_failed(api->GetTensorTypeAndShape(values, &info), err) &&
-                 !ort_failed(api->GetTensorElementType(info, &type), err) &&
-                 !ort_failed(api->GetTensorShapeElementCount(info, &n), err);
-        if (info) {
-            api->ReleaseTensorTypeAndShapeInfo(info);
-        }
-        if (ok && (!RAI_DTypeFromFramework(ort_types, type, &row_dt) ||
-                   row_dt.code == RAI_DTYPE_STRING)) {
-            host->error_set(err, RAI_ERR_UNSUPPORTED_OUTPUT_TYPE);
-            ok = 0;
-        }
-        if (ok && i == 0) {
-            /* The first map sets the shape; the others must agree. */
-            dt = row_dt;
-            cols = n;
-            row_bytes = n * (dt.bits / 8);
-            int64_t dims[2] = {(int64_t)rows, (int64_t)cols};
-            t = host->tensor_create(dt, dims, 2);
-            if (!t) {
-                host->error_set(err, RAI_ERR_OUTPUT_TENSOR);
-                ok = 0;
-            }
-        } else if (ok && (n != cols || row_dt.code != dt.code || row_dt.bits != dt.bits)) {
-            host->error_set(err, "ERR maps of an output sequence differ in size or type");
-            ok = 0;
-        }
-        if (ok && row_bytes) {
-            ok = !ort_failed(api->GetTensorMutableData(values, &data), err);
-            if (ok) {
-                memcpy((char *)host->tensor_data(t) + i * row_bytes, data, row_bytes);
-            }
-        }
-        api->ReleaseValue(values);
-        if (!ok) {
+    for (size_t i = 0; i < r.rows; i++) {
+        if (!map_row_to_core(seq, i, &r, err)) {
             goto fail;
         }
     }
-    if (rows == 0) {
+    if (r.rows == 0) {
         /* No map tells the width: an empty batch gives [0, 0]. */
         int64_t dims[2] = {0, 0};
-        t = host->tensor_create(dt, dims, 2);
-        if (!t) {
+        r.t = host->tensor_create(r.dt, dims, 2);
+        if (!r.t) {
             host->error_set(err, RAI_ERR_OUTPUT_TENSOR);
         }
     }
     goto done;
 
 fail:
-    if (t) {
-        host->tensor_release(t);
-        t = NULL;
+    if (r.t) {
+        host->tensor_release(r.t);
+        r.t = NULL;
     }
 done:
     api->ReleaseValue(seq);
-    return t;
+    return r.t;
 }
 
 RAI_Tensor *ort_tensor_to_core(OrtValue *value, RAI_Tensor *const *inputs, size_t ninputs,

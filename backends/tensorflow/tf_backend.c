@@ -185,6 +185,61 @@ static int session_has_gpu(TF_Session *session, TF_Status *status) {
     return found;
 }
 
+/* Imports the graph of spec's blob into m and finds its named inputs
+ * (placeholders) and outputs. 1, or 0 after err. */
+static int import_graph(TFModel *m, const RAI_ModelSpec *spec, TF_Status *status,
+                        RAI_Error *err) {
+    m->graph = TF_NewGraph();
+    /* The blob is only read during the import: no copy needed. */
+    TF_Buffer graphdef = {.data = spec->blob, .length = spec->blob_len};
+    TF_ImportGraphDefOptions *iopts = TF_NewImportGraphDefOptions();
+    TF_GraphImportGraphDef(m->graph, &graphdef, iopts, status);
+    TF_DeleteImportGraphDefOptions(iopts);
+    if (TF_GetCode(status) != TF_OK) {
+        host->error_set(err, "%s", TF_Message(status));
+        return 0;
+    }
+    for (size_t i = 0; i < spec->ninputs; i++) {
+        const char *name = spec->inputs[i];
+        if (!find_port(m->graph, name, &m->inputs[i]) ||
+            strcmp(TF_OperationOpType(m->inputs[i].oper), "Placeholder") != 0) {
+            host->error_set(err, "ERR Input node named \"%s\" not found in TF graph.", name);
+            return 0;
+        }
+    }
+    for (size_t i = 0; i < spec->noutputs; i++) {
+        const char *name = spec->outputs[i];
+        if (!find_port(m->graph, name, &m->outputs[i])) {
+            host->error_set(err, "ERR Output node named \"%s\" not found in TF graph", name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A session over m's graph on spec's device. 1, or 0 after err. */
+static int open_session(TFModel *m, const RAI_ModelSpec *spec, TF_Status *status,
+                        RAI_Error *err) {
+    ProtoBuf config;
+    session_config(&config, spec->device, spec->device_id);
+    TF_SessionOptions *sopts = TF_NewSessionOptions();
+    TF_SetConfig(sopts, config.bytes, config.len, status);
+    if (TF_GetCode(status) == TF_OK) {
+        m->session = TF_NewSession(m->graph, sopts, status);
+    }
+    TF_DeleteSessionOptions(sopts);
+    if (TF_GetCode(status) != TF_OK) {
+        m->session = NULL;
+        host->error_set(err, "%s", TF_Message(status));
+        return 0;
+    }
+    if (spec->device == RAI_DEVICE_GPU && !session_has_gpu(m->session, status)) {
+        host->error_set(err, "ERR GPU requested but TF couldn't find CUDA");
+        return 0;
+    }
+    return 1;
+}
+
 static void *tf_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Error *err) {
     (void)names; /* TF keeps the names the user gave. */
     if (spec->size < sizeof(*spec)) {
@@ -195,77 +250,25 @@ static void *tf_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, R
         host->error_set(err, RAI_ERR_UNSUPPORTED_DEVICE);
         return NULL;
     }
-
     TF_Status *status = TF_NewStatus();
-    TF_SessionOptions *sopts = NULL;
     TFModel *m = host->calloc(1, sizeof(*m));
-    if (!m) {
-        host->error_set(err, "ERR out of memory creating a TF model");
-        goto fail;
+    if (m) {
+        m->ninputs = spec->ninputs;
+        m->noutputs = spec->noutputs;
+        m->inputs = host->calloc(spec->ninputs + spec->noutputs + 1, sizeof(TF_Output));
     }
-    m->ninputs = spec->ninputs;
-    m->noutputs = spec->noutputs;
-    m->inputs = host->calloc(spec->ninputs + spec->noutputs + 1, sizeof(TF_Output));
-    if (!m->inputs) {
+    if (!m || !m->inputs) {
         host->error_set(err, "ERR out of memory creating a TF model");
         goto fail;
     }
     m->outputs = m->inputs + spec->ninputs;
-
-    m->graph = TF_NewGraph();
-    /* The blob is only read during the import: no copy needed. */
-    TF_Buffer graphdef = {.data = spec->blob, .length = spec->blob_len};
-    TF_ImportGraphDefOptions *iopts = TF_NewImportGraphDefOptions();
-    TF_GraphImportGraphDef(m->graph, &graphdef, iopts, status);
-    TF_DeleteImportGraphDefOptions(iopts);
-    if (TF_GetCode(status) != TF_OK) {
-        host->error_set(err, "%s", TF_Message(status));
+    if (!import_graph(m, spec, status, err) || !open_session(m, spec, status, err)) {
         goto fail;
     }
-
-    for (size_t i = 0; i < spec->ninputs; i++) {
-        const char *name = spec->inputs[i];
-        if (!find_port(m->graph, name, &m->inputs[i]) ||
-            strcmp(TF_OperationOpType(m->inputs[i].oper), "Placeholder") != 0) {
-            host->error_set(err, "ERR Input node named \"%s\" not found in TF graph.", name);
-            goto fail;
-        }
-    }
-    for (size_t i = 0; i < spec->noutputs; i++) {
-        const char *name = spec->outputs[i];
-        if (!find_port(m->graph, name, &m->outputs[i])) {
-            host->error_set(err, "ERR Output node named \"%s\" not found in TF graph", name);
-            goto fail;
-        }
-    }
-
-    ProtoBuf config;
-    session_config(&config, spec->device, spec->device_id);
-    sopts = TF_NewSessionOptions();
-    TF_SetConfig(sopts, config.bytes, config.len, status);
-    if (TF_GetCode(status) != TF_OK) {
-        host->error_set(err, "%s", TF_Message(status));
-        goto fail;
-    }
-    m->session = TF_NewSession(m->graph, sopts, status);
-    if (TF_GetCode(status) != TF_OK) {
-        m->session = NULL;
-        host->error_set(err, "%s", TF_Message(status));
-        goto fail;
-    }
-    if (spec->device == RAI_DEVICE_GPU && !session_has_gpu(m->session, status)) {
-        host->error_set(err, "ERR GPU requested but TF couldn't find CUDA");
-        goto fail;
-    }
-
-    TF_DeleteSessionOptions(sopts);
     TF_DeleteStatus(status);
     return m;
 
 fail:
-    if (sopts) {
-        TF_DeleteSessionOptions(sopts);
-    }
     TF_DeleteStatus(status);
     tf_model_free(m);
     return NULL;

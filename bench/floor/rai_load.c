@@ -177,95 +177,52 @@ static double pct(const double *s, size_t n, double q) {
     return s[i < n ? i : n - 1];
 }
 
-int main(int argc, char **argv) {
-    int port = 0, clients = 1;
-    long requests = 0, warmup = 20;
-    double seconds = 0;
+typedef struct Options {
+    int port, clients;
+    long requests, warmup;
+    double seconds;
+} Options;
+
+static Options parseOptions(int argc, char **argv) {
+    Options o = {.clients = 1, .warmup = 20};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
-        if (!strcmp(a, "--port")) port = atoi(v);
-        else if (!strcmp(a, "--clients")) clients = atoi(v);
-        else if (!strcmp(a, "--requests")) requests = atol(v);
-        else if (!strcmp(a, "--seconds")) seconds = atof(v);
-        else if (!strcmp(a, "--warmup")) warmup = atol(v);
+        if (!strcmp(a, "--port")) o.port = atoi(v);
+        else if (!strcmp(a, "--clients")) o.clients = atoi(v);
+        else if (!strcmp(a, "--requests")) o.requests = atol(v);
+        else if (!strcmp(a, "--seconds")) o.seconds = atof(v);
+        else if (!strcmp(a, "--warmup")) o.warmup = atol(v);
         else if (!strcmp(a, "--cmd")) {
             if (ncmds == MAX_CMDS) die("too many --cmd");
             readCmd(v, &cmds[ncmds++]);
         } else die("unknown option %s", a);
     }
     if (argc % 2 == 0) die("options come in pairs");
-    if (port <= 0 || clients <= 0 || ncmds == 0) die("--port, --clients >= 1 and --cmd are required");
-    if ((requests > 0) == (seconds > 0)) die("give exactly one of --requests and --seconds");
-
-    int epfd = epoll_create1(0);
-    if (epfd < 0) die("epoll_create1: %s", strerror(errno));
-    Conn *conns = calloc((size_t)clients, sizeof(Conn));
-    if (conns == NULL) die("out of memory");
-    for (int i = 0; i < clients; i++) {
-        Conn *k = &conns[i];
-        k->fd = connectTo(port);
-        k->warm_left = warmup;
-        k->round = (unsigned)i; /* connections start on different commands */
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = k};
-        if (epoll_ctl(epfd, EPOLL_CTL_ADD, k->fd, &ev) != 0) die("epoll_ctl: %s", strerror(errno));
+    if (o.port <= 0 || o.clients <= 0 || ncmds == 0) {
+        die("--port, --clients >= 1 and --cmd are required");
     }
-    double t_first = now(), t_last = 0, deadline = 0;
-    /* connections past their warm-up: all of them at once with --warmup 0 */
-    int warm = warmup > 0 ? 0 : clients;
-    for (int i = 0; i < clients; i++) start(&conns[i], epfd);
+    if ((o.requests > 0) == (o.seconds > 0)) die("give exactly one of --requests and --seconds");
+    return o;
+}
 
-    int stopped = 0;  /* connections that sent their last command */
-    long recorded = 0, wanted = requests * ncmds;
-    struct epoll_event evs[256];
-    while (stopped < clients) {
-        int n = epoll_wait(epfd, evs, 256, 10000);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) die("no reply for 10 s");
-        for (int e = 0; e < n; e++) {
-            Conn *k = evs[e].data.ptr;
-            if (evs[e].events & EPOLLOUT) {
-                if (pump(k)) {
-                    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = k};
-                    epoll_ctl(epfd, EPOLL_CTL_MOD, k->fd, &ev);
-                }
-            }
-            if (!(evs[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
-            for (;;) {
-                if (k->in_cap - k->in_len < 65536) {
-                    k->in_cap = k->in_cap ? k->in_cap * 2 : 1 << 17;
-                    k->in = realloc(k->in, k->in_cap);
-                    if (k->in == NULL) die("out of memory");
-                }
-                ssize_t r = read(k->fd, k->in + k->in_len, k->in_cap - k->in_len);
-                if (r < 0 && errno == EINTR) continue;
-                if (r < 0 && errno == EAGAIN) break;
-                if (r <= 0) die("connection closed by the server");
-                k->in_len += (size_t)r;
-            }
-            size_t m = replyLen(k->in, k->in_len);
-            if (m == 0) continue;
-            double t1 = now();
-            if (k->in[0] == '-') die("error reply: %.*s", (int)(m - 2), k->in);
-            if (m != k->in_len) die("more than one reply: pipelining is not expected");
-            k->in_len = 0;
-            if (k->warm_left > 0) {
-                if (--k->warm_left == 0 && ++warm == clients) t_first = t1;
-            } else if (warm == clients && !(deadline > 0 && t1 > deadline)) {
-                record(&cmds[k->cur], t1 - k->t0);
-                recorded++;
-                t_last = t1;
-            }
-            if (warm == clients && seconds > 0 && deadline == 0) deadline = t_first + seconds;
-            int done = (requests > 0 && recorded >= wanted) || (deadline > 0 && t1 > deadline);
-            if (done) {
-                epoll_ctl(epfd, EPOLL_CTL_DEL, k->fd, NULL);
-                stopped++;
-            } else {
-                start(k, epfd);
-            }
+/* Reads what the server sent on k into k->in, until the socket would block. */
+static void readAvailable(Conn *k) {
+    for (;;) {
+        if (k->in_cap - k->in_len < 65536) {
+            k->in_cap = k->in_cap ? k->in_cap * 2 : 1 << 17;
+            k->in = realloc(k->in, k->in_cap);
+            if (k->in == NULL) die("out of memory");
         }
+        ssize_t r = read(k->fd, k->in + k->in_len, k->in_cap - k->in_len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EAGAIN) break;
+        if (r <= 0) die("connection closed by the server");
+        k->in_len += (size_t)r;
     }
-    double window = (seconds > 0 ? deadline : t_last) - t_first;
+}
+
+/* The JSON line bench_floor.py reads: per command, its latency percentiles and rate. */
+static void report(int clients, double window) {
     printf("{\"clients\": %d, \"window_s\": %.4f, \"commands\": [", clients, window);
     for (int i = 0; i < ncmds; i++) {
         Cmd *c = &cmds[i];
@@ -279,6 +236,66 @@ int main(int argc, char **argv) {
                pct(c->lat, c->n, .99) * 1e6, sum / (double)c->n * 1e6, (double)c->n / window);
     }
     printf("]}\n");
-    for (int i = 0; i < clients; i++) close(conns[i].fd);
+}
+
+int main(int argc, char **argv) {
+    Options o = parseOptions(argc, argv);
+    int epfd = epoll_create1(0);
+    if (epfd < 0) die("epoll_create1: %s", strerror(errno));
+    Conn *conns = calloc((size_t)o.clients, sizeof(Conn));
+    if (conns == NULL) die("out of memory");
+    for (int i = 0; i < o.clients; i++) {
+        Conn *k = &conns[i];
+        k->fd = connectTo(o.port);
+        k->warm_left = o.warmup;
+        k->round = (unsigned)i; /* connections start on different commands */
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = k};
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, k->fd, &ev) != 0) die("epoll_ctl: %s", strerror(errno));
+    }
+    double t_first = now(), t_last = 0, deadline = 0;
+    /* connections past their warm-up: all of them at once with --warmup 0 */
+    int warm = o.warmup > 0 ? 0 : o.clients;
+    for (int i = 0; i < o.clients; i++) start(&conns[i], epfd);
+
+    int stopped = 0;  /* connections that sent their last command */
+    long recorded = 0, wanted = o.requests * ncmds;
+    struct epoll_event evs[256];
+    while (stopped < o.clients) {
+        int n = epoll_wait(epfd, evs, 256, 10000);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) die("no reply for 10 s");
+        for (int e = 0; e < n; e++) {
+            Conn *k = evs[e].data.ptr;
+            if ((evs[e].events & EPOLLOUT) && pump(k)) {
+                struct epoll_event ev = {.events = EPOLLIN, .data.ptr = k};
+                epoll_ctl(epfd, EPOLL_CTL_MOD, k->fd, &ev);
+            }
+            if (!(evs[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
+            readAvailable(k);
+            size_t m = replyLen(k->in, k->in_len);
+            if (m == 0) continue;
+            double t1 = now();
+            if (k->in[0] == '-') die("error reply: %.*s", (int)(m - 2), k->in);
+            if (m != k->in_len) die("more than one reply: pipelining is not expected");
+            k->in_len = 0;
+            if (k->warm_left > 0) {
+                if (--k->warm_left == 0 && ++warm == o.clients) t_first = t1;
+            } else if (warm == o.clients && !(deadline > 0 && t1 > deadline)) {
+                record(&cmds[k->cur], t1 - k->t0);
+                recorded++;
+                t_last = t1;
+            }
+            if (warm == o.clients && o.seconds > 0 && deadline == 0) deadline = t_first + o.seconds;
+            int done = (o.requests > 0 && recorded >= wanted) || (deadline > 0 && t1 > deadline);
+            if (done) {
+                epoll_ctl(epfd, EPOLL_CTL_DEL, k->fd, NULL);
+                stopped++;
+            } else {
+                start(k, epfd);
+            }
+        }
+    }
+    report(o.clients, (o.seconds > 0 ? deadline : t_last) - t_first);
+    for (int i = 0; i < o.clients; i++) close(conns[i].fd);
     return 0;
 }
