@@ -9,29 +9,29 @@
 #include <string.h>
 
 #include "commands/config_commands.h"
-#include "core/config.h"
-#include "commands/info_commands.h"
-#include "engine/batch.h"
-#include "engine/host_api.h"
-#include "loader/backend_loader.h"
-#include "isolation/core/iso_proxy.h"
 #include "commands/dag_commands.h"
-#include "engine/inline_run.h"
-#include "llapi/llapi_internal.h"
-#include "core/main_thread.h"
-#include "core/memory.h"
+#include "commands/info_commands.h"
 #include "commands/model_commands.h"
 #include "commands/model_execute.h"
 #include "commands/module_info.h"
-#include "types/model_type.h"
-#include "redismodule.h"
-#include "engine/run_queue.h"
-#include "types/run_stats.h"
 #include "commands/script_commands.h"
 #include "commands/script_execute.h"
+#include "commands/tensor_commands.h"
+#include "core/config.h"
+#include "core/main_thread.h"
+#include "core/memory.h"
+#include "engine/batch.h"
+#include "engine/host_api.h"
+#include "engine/inline_run.h"
+#include "engine/run_queue.h"
+#include "isolation/core/iso_proxy.h"
+#include "llapi/llapi_internal.h"
+#include "loader/backend_loader.h"
+#include "redismodule.h"
+#include "types/model_type.h"
+#include "types/run_stats.h"
 #include "types/script_type.h"
 #include "types/stored.h"
-#include "commands/tensor_commands.h"
 #include "types/tensor_type.h"
 
 #ifndef REDISAI_VERSION_NUM
@@ -45,8 +45,9 @@ typedef struct CommandSpec {
     int first, last, step;
 } CommandSpec;
 
-/* Flags and first/last/step as RedisAI 1.2 registered them (docs/commands.md, "The command table"); the
- * execution commands report their real keys through getkeys-api. */
+/* Flags and first/last/step as RedisAI 1.2 registered them (docs/commands.md,
+ * "The command table"); the execution commands report their real keys
+ * through getkeys-api. */
 static const CommandSpec commands[] = {
     {"ai.tensorset", TensorSet_RedisCommand, "write deny-oom", 1, 1, 1},
     {"ai.tensorget", TensorGet_RedisCommand, "readonly", 1, 1, 1},

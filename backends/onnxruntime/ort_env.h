@@ -1,8 +1,9 @@
 /*
  * ort_env.h - process-wide state of the ONNX Runtime backend, shared by
- * its translation units, and the status helpers every one of them uses. Everything here is set once by RAI_BackendEntry,
- * before the core can call any other function of the backend, and is only
- * read afterwards, so worker threads use it without locks.
+ * its translation units, and the status helpers every one of them uses.
+ * Everything here is set once by RAI_BackendEntry, before the core can call
+ * any other function of the backend, and is only read afterwards, so
+ * worker threads use it without locks.
  */
 #ifndef REDISAI_ORT_ENV_H
 #define REDISAI_ORT_ENV_H

@@ -11,8 +11,8 @@
 
 #include "commands/config_list.h"
 #include "core/config.h"
-#include "loader/backend_loader.h"
 #include "core/messages.h"
+#include "loader/backend_loader.h"
 
 /* ---------------------------- load-time arguments ------------------------- */
 

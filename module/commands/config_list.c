@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "loader/backend_dir.h"
 #include "loader/backend_loader.h"
-#include "core/config.h"
 
 #define LIST_FIELDS 15
 #define UNKNOWN "unknown"

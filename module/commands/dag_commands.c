@@ -7,19 +7,19 @@
  * the slot of its latest producer, so later writers shadow earlier ones.
  * Any error here is one error reply and nothing runs.
  */
-#include "commands/args.h"
 #include "commands/dag_commands.h"
 
 #include <string.h>
 #include <strings.h>
 
-#include "engine/dag.h"
-#include "engine/dag_start.h"
+#include "commands/args.h"
 #include "commands/model_execute.h"
 #include "commands/script_execute.h"
 #include "commands/tensor_commands.h"
-#include "types/tensor_type.h"
 #include "core/messages.h"
+#include "engine/dag.h"
+#include "engine/dag_start.h"
+#include "types/tensor_type.h"
 
 typedef enum DagFlavor {
     DAG_EXECUTE,
@@ -363,7 +363,8 @@ static int parseHeader(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Name
                 Error_Set(err, RAI_ERR_TIMEOUT_MISSING);
                 return -1;
             }
-            /* QUIRK (docs/commands.md, AI.DAGEXECUTE): 0 and negatives are accepted, meaning none. */
+            /* QUIRK (docs/commands.md, AI.DAGEXECUTE): 0 and negatives are
+             * accepted, meaning none. */
             if (RedisModule_StringToLongLong(argv[pos + 1], &h->timeout) != REDISMODULE_OK) {
                 Error_Set(err, RAI_ERR_TIMEOUT_VALUE);
                 return -1;

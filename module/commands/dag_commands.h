@@ -5,8 +5,8 @@
 #ifndef REDISAI_DAG_COMMANDS_H
 #define REDISAI_DAG_COMMANDS_H
 
-#include "engine/dag.h"
 #include "core/error.h"
+#include "engine/dag.h"
 #include "redismodule.h"
 
 /* The local tensor names of a DAG being built: name -> slot + 1. With

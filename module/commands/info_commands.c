@@ -8,9 +8,9 @@
 #include <strings.h>
 
 #include "core/backend_kind.h"
+#include "core/messages.h"
 #include "engine/caller.h"
 #include "types/run_stats.h"
-#include "core/messages.h"
 
 /* The table is locked: the entry cannot go while it is read. */
 static int replyInfo(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {

@@ -4,20 +4,20 @@
  * both end in storeModel(), which builds through the backend, checks the
  * key and replicates verbatim.
  */
-#include "commands/args.h"
 #include "commands/model_commands.h"
 
 #include <math.h>
 #include <string.h>
 #include <strings.h>
 
+#include "commands/args.h"
 #include "core/backend_kind.h"
 #include "core/config.h"
 #include "core/device.h"
+#include "core/messages.h"
+#include "redisai/reply_texts.h"
 #include "types/model.h"
 #include "types/model_type.h"
-#include "redisai/reply_texts.h"
-#include "core/messages.h"
 
 /* MODELSTORE/MODELSET's numeric options: integers >= 0, integral doubles
  * such as 2.0 accepted (RedisAI's ArgsCursor). */

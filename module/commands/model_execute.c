@@ -7,17 +7,17 @@
  * Both also answer Redis's key-position requests (getkeys-api), so that
  * ACLs and cluster routing see every key.
  */
-#include "commands/args.h"
 #include "commands/model_execute.h"
 
 #include <string.h>
 #include <strings.h>
 
+#include "commands/args.h"
+#include "core/messages.h"
 #include "engine/dag.h"
 #include "engine/dag_start.h"
-#include "types/model_type.h"
 #include "redisai/reply_texts.h"
-#include "core/messages.h"
+#include "types/model_type.h"
 
 /* A model that declares no outputs (TorchScript returning List[Tensor])
  * takes any count; the backend checks what it produced. */

@@ -7,8 +7,8 @@
 #define REDISAI_MODEL_EXECUTE_H
 
 #include "core/error.h"
-#include "types/model.h"
 #include "redismodule.h"
+#include "types/model.h"
 
 typedef struct ExecuteArgs {
     RAI_Model *model; /* a reference */

@@ -6,17 +6,17 @@
  */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "commands/module_info.h"
-#include "isolation/core/iso_info.h"
 
 #include <stdio.h>
 #include <sys/resource.h>
 
-#include "loader/backend_loader.h"
 #include "core/config.h"
 #include "engine/inline_run.h"
+#include "engine/run_queue.h"
+#include "isolation/core/iso_info.h"
+#include "loader/backend_loader.h"
 #include "redisai/llapi.h"
 #include "types/model.h"
-#include "engine/run_queue.h"
 #include "types/tensor_type.h"
 
 #ifndef REDISAI_VERSION_STRING

@@ -2,16 +2,16 @@
  * script_commands.c - AI.SCRIPTSTORE, AI.SCRIPTSET (deprecated), AI.SCRIPTGET
  * and AI.SCRIPTDEL (docs/commands.md, "Scripts"). Both store commands end in storeScript().
  */
-#include "commands/args.h"
 #include "commands/script_commands.h"
 
 #include <string.h>
 #include <strings.h>
 
+#include "commands/args.h"
+#include "core/messages.h"
+#include "redisai/reply_texts.h"
 #include "types/script.h"
 #include "types/script_type.h"
-#include "redisai/reply_texts.h"
-#include "core/messages.h"
 
 /* Compiles, type-checks the key (after compiling, as 1.2), stores,
  * replicates verbatim and replies. */

@@ -5,16 +5,16 @@
  * OUTPUTS, timeout), then startScript() snapshots the input tensors and
  * starts a one-op DAG, as model_execute.c does for models.
  */
-#include "commands/args.h"
 #include "commands/script_execute.h"
 
 #include <string.h>
 #include <strings.h>
 
+#include "commands/args.h"
+#include "core/messages.h"
 #include "engine/dag.h"
 #include "engine/dag_start.h"
 #include "types/script_type.h"
-#include "core/messages.h"
 
 /* Consumes the script reference in a. */
 static int startScript(RedisModuleCtx *ctx, RedisModuleString *key, ScriptArgs *a) {

@@ -2,16 +2,16 @@
  * tensor_commands.c - AI.TENSORSET and AI.TENSORGET (docs/commands.md, "Tensors").
  * Error checks run in the order docs/commands.md lists them, each with its exact text.
  */
-#include "commands/args.h"
 #include "commands/tensor_commands.h"
 
 #include <string.h>
 #include <strings.h>
 
+#include "commands/args.h"
 #include "core/memory.h"
+#include "core/messages.h"
 #include "engine/tensor_reply.h"
 #include "types/tensor_type.h"
-#include "core/messages.h"
 
 /* Zero-filled tensors are the one form whose size the client does not
  * send: cap the bytes they cost so that a typo in a shape cannot exhaust

@@ -6,8 +6,8 @@
 #define REDISAI_TENSOR_COMMANDS_H
 
 #include "core/error.h"
-#include "redismodule.h"
 #include "core/tensor.h"
+#include "redismodule.h"
 
 /* argv[0] is the dtype token: `type [dim ...] [BLOB b | VALUES v ...]`.
  * internal (commands from the master link or the AOF) also accepts what

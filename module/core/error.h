@@ -6,10 +6,9 @@
 #ifndef REDISAI_ERROR_H
 #define REDISAI_ERROR_H
 
-#include "redisai/backend_abi.h"
-
 #include <stdarg.h>
 
+#include "redisai/backend_abi.h"
 
 struct RAI_Error {
     char *msg; /* NULL while no error is set; owned, RedisModule_Alloc'd */

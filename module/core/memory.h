@@ -12,7 +12,6 @@
 
 #include "redismodule.h"
 
-
 /* Subscribes to config changes, so that maxmemory and its policy are read
  * once per CONFIG SET instead of at every check. From OnLoad. */
 void Memory_Init(RedisModuleCtx *ctx);

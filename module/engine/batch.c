@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "engine/dag_run.h"
-#include "types/model.h"
-#include "redisai/reply_texts.h"
 #include "core/messages.h"
+#include "engine/dag_run.h"
+#include "redisai/reply_texts.h"
+#include "types/model.h"
 
 static RAI_DagOp *batchableOp(RAI_Dag *dag) {
     if (dag->next_op >= dag->nops) return NULL;
@@ -155,12 +155,8 @@ static int heldExpired(const RAI_Dag *dag, long long now, long long *wait_ms) {
     return 0;
 }
 
-/* Under the lock: takes the first DAG that can run now, with the queued
- * DAGs that batch with it (docs/commands.md, "Auto-batching"), into batch[]. A DAG whose model wants
- * MINBATCHSIZE and has not got it stays queued (with every DAG of that
- * model) until enough arrive or MINBATCHTIMEOUT passes; *wait_ms is then
- * the time to the nearest such timeout or held DAG's TIMEOUT (-1: none).
- * Returns the count. */
+/* See batch.h. Under the queue's lock; *wait_ms is -1 when only a push can
+ * make something runnable. */
 size_t Batch_Take(RAI_RunQueue *q, RAI_Dag ***batch, size_t *cap, long long *wait_ms) {
     long long now = Clock_NowMs();
     *wait_ms = -1;
@@ -185,7 +181,8 @@ size_t Batch_Take(RAI_RunQueue *q, RAI_Dag ***batch, size_t *cap, long long *wai
         size_t n = 1;
         long long total = d0;
         (*batch)[0] = dag;
-        for (RAI_QueueItem *j = RunQueue_Next(it); j && total < m->batchsize; j = RunQueue_Next(j)) {
+        for (RAI_QueueItem *j = RunQueue_Next(it); j && total < m->batchsize;
+             j = RunQueue_Next(j)) {
             RAI_Dag *other = RunQueue_ItemDag(j);
             long long d;
             if (!batchCompatible(dag, other) || (d = batchDim(other)) < 0) continue;

@@ -2,10 +2,11 @@
  * caller.c - the ACL user and DB a run acts for, see caller.h.
  */
 #include "engine/caller.h"
-#include "core/messages.h"
 
 #include <errno.h>
 #include <string.h>
+
+#include "core/messages.h"
 
 static __thread const RAI_Caller *current = NULL;
 

@@ -9,9 +9,8 @@
 #define REDISAI_CALLER_H
 
 #include "core/error.h"
-#include "redismodule.h"
 #include "core/messages.h"
-
+#include "redismodule.h"
 
 typedef struct RAI_Caller {
     int known;              /* 0: not captured; every check passes, DB 0 */

@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/messages.h"
 #include "types/model.h"
 #include "types/script.h"
 #include "types/tensor_type.h"
-#include "core/messages.h"
 
 RAI_Dag *Dag_New(void) {
     return RedisModule_Calloc(1, sizeof(RAI_Dag));

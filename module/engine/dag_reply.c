@@ -7,13 +7,13 @@
 #include "engine/dag_reply.h"
 
 #include "core/memory.h"
+#include "core/messages.h"
 #include "engine/inline_run.h"
 #include "engine/tensor_reply.h"
 #include "types/model.h"
 #include "types/run_stats.h"
 #include "types/script.h"
 #include "types/tensor_type.h"
-#include "core/messages.h"
 
 static const RAI_DagOp *firstFailure(const RAI_Dag *dag) {
     for (size_t i = 0; i < dag->nops; i++) {

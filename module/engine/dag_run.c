@@ -12,11 +12,11 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/messages.h"
+#include "redisai/reply_texts.h"
 #include "types/model.h"
 #include "types/run_stats.h"
 #include "types/script.h"
-#include "redisai/reply_texts.h"
-#include "core/messages.h"
 
 /* The key a run is for: recorded at parse time; for an op built by the
  * LLAPI, the key its model or script is stored at, if any. */

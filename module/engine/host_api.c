@@ -8,21 +8,20 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
-
-#include "engine/caller.h"
-#include "core/config.h"
-#include "engine/dag.h"
-#include "core/error.h"
-#include "core/main_thread.h"
-#include "types/model_type.h"
-#include "redismodule.h"
-#include "engine/run_queue.h"
-#include "core/tensor.h"
-#include "redisai/reply_texts.h"
-#include "core/messages.h"
-
 #include <string.h>
 #include <strings.h>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/main_thread.h"
+#include "core/messages.h"
+#include "core/tensor.h"
+#include "engine/caller.h"
+#include "engine/dag.h"
+#include "engine/run_queue.h"
+#include "redisai/reply_texts.h"
+#include "redismodule.h"
+#include "types/model_type.h"
 
 static void *hostAlloc(size_t n) { return RedisModule_Alloc(n); }
 static void *hostCalloc(size_t c, size_t n) { return RedisModule_Calloc(c, n); }

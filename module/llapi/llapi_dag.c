@@ -16,12 +16,12 @@
  * block its own command waiting for it). Statistics are counted before
  * the callback runs.
  */
-#include "llapi/llapi_internal.h"
-#include "redisai/reply_texts.h"
-#include "core/messages.h"
-
 #include <ctype.h>
 #include <string.h>
+
+#include "core/messages.h"
+#include "llapi/llapi_internal.h"
+#include "redisai/reply_texts.h"
 
 /* ------------------------------ finish context ---------------------------- */
 

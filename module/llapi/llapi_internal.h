@@ -13,16 +13,15 @@
 #define REDISAI_LLAPI_INTERNAL_H
 
 #define REDISAI_LLAPI_PROVIDER
-#include "redisai/llapi.h"
-
+#include "commands/dag_commands.h"
+#include "core/error.h"
+#include "core/tensor.h"
 #include "engine/dag.h"
 #include "engine/dag_reply.h"
 #include "engine/dag_start.h"
-#include "commands/dag_commands.h"
-#include "core/error.h"
+#include "redisai/llapi.h"
 #include "types/model.h"
 #include "types/script.h"
-#include "core/tensor.h"
 
 /* A prototype for every function of the interface, from its one list: a
  * definition that disagrees with the header does not compile. */

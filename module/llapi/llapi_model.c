@@ -3,19 +3,18 @@
  * or read from one, run contexts, and runs, synchronous in the caller's
  * thread or queued on the model's run queue.
  */
-#include "llapi/llapi_internal.h"
-
 #include <limits.h>
 #include <string.h>
 #include <time.h>
 
-#include "loader/backend_loader.h"
 #include "core/device.h"
-#include "types/model_type.h"
-#include "engine/run_queue.h"
-#include "types/run_stats.h"
-#include "redisai/reply_texts.h"
 #include "core/messages.h"
+#include "engine/run_queue.h"
+#include "llapi/llapi_internal.h"
+#include "loader/backend_loader.h"
+#include "redisai/reply_texts.h"
+#include "types/model_type.h"
+#include "types/run_stats.h"
 
 static long long nowUs(void) {
     struct timespec ts;

@@ -8,16 +8,15 @@
  * one (AI.SCRIPTSTORE ... ENTRY_POINTS); otherwise its Tensor and
  * List[Tensor] parameters take the inputs as AI.SCRIPTRUN binds them.
  */
-#include "llapi/llapi_internal.h"
-
 #include <string.h>
 #include <time.h>
 
-#include "loader/backend_loader.h"
 #include "engine/run_queue.h"
+#include "llapi/llapi_internal.h"
+#include "loader/backend_loader.h"
+#include "redisai/reply_texts.h"
 #include "types/run_stats.h"
 #include "types/script_type.h"
-#include "redisai/reply_texts.h"
 
 static long long nowUs(void) {
     struct timespec ts;

@@ -7,11 +7,10 @@
  * As in 1.2, the functions that take no RAI_Error report success as 1 and
  * failure as 0 (TensorSetData, TensorSetValueFrom*, TensorGetValueAs*).
  */
-#include "llapi/llapi_internal.h"
-
 #include <stdint.h>
 #include <string.h>
 
+#include "llapi/llapi_internal.h"
 #include "types/tensor_type.h"
 
 /* --------------------------------- helpers -------------------------------- */

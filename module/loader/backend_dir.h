@@ -15,9 +15,9 @@
 
 #include <stddef.h>
 
-#include "redisai/backend_abi.h"
-#include "loader/backend_manifest.h"
 #include "core/error.h"
+#include "loader/backend_manifest.h"
+#include "redisai/backend_abi.h"
 
 typedef struct RAI_BackendFolder {
     char *name;   /* the folder name after "redisai_" */

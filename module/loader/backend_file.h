@@ -17,8 +17,8 @@
 
 #include <stdint.h>
 
-#include "redisai/backend_abi.h"
 #include "core/error.h"
+#include "redisai/backend_abi.h"
 
 typedef struct BackendFileNote {
     uint32_t abi_major;

@@ -24,11 +24,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/config.h"
+#include "isolation/core/iso_proxy.h"
 #include "loader/backend_dir.h"
 #include "loader/backend_file.h"
 #include "loader/backend_manifest.h"
-#include "core/config.h"
-#include "isolation/core/iso_proxy.h"
 
 /* Entries [0, nloaded) are complete: a load fills its entry, then publishes
  * it by incrementing nloaded (release), so workers scanning the table

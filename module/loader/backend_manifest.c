@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "redismodule.h"
 #include "core/sha256.h"
+#include "redismodule.h"
 
 /* A manifest lists a few files; anything larger is not ours. */
 #define MAX_MANIFEST_BYTES (1u << 20)

@@ -5,10 +5,10 @@
 
 #include <string.h>
 
+#include "core/messages.h"
 #include "loader/backend_loader.h"
 #include "types/run_stats.h"
 #include "types/stored.h"
-#include "core/messages.h"
 
 static long fallback_models; /* atomic */
 

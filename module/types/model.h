@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#include "redisai/backend_abi.h"
 #include "core/error.h"
+#include "redisai/backend_abi.h"
 #include "redismodule.h"
 
 struct RAI_RunQueue;
@@ -92,7 +92,6 @@ long Model_FallbackCount(void);
 void Model_Release(RAI_Model *m);
 /* Gives the model fresh statistics under keyname. */
 void Model_RegisterStats(RAI_Model *m, RedisModuleString *keyname);
-
 
 /* Blob chunking of AI.MODELGET (also RDB and AOF; docs/commands.md): k = L/C + 1 chunks, the last
  * L mod C bytes long, so an exact multiple ends with an empty chunk. */

@@ -14,15 +14,15 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "loader/backend_loader.h"
 #include "core/config.h"
 #include "core/device.h"
-#include "types/model.h"
+#include "core/messages.h"
+#include "loader/backend_loader.h"
 #include "types/aof_args.h"
+#include "types/model.h"
 #include "types/rdb_io.h"
 #include "types/stored.h"
 #include "types/tensor_type.h"
-#include "core/messages.h"
 
 RedisModuleType *RAI_ModelType = NULL;
 

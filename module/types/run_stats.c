@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <string.h>
 
-
 static RedisModuleDict *table = NULL;
 /* Guards the table and the life of its entries while AI.INFO reads one. */
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -6,11 +6,11 @@
 #include <string.h>
 
 #include "core/device.h"
+#include "core/messages.h"
 #include "loader/backend_loader.h"
+#include "redisai/reply_texts.h"
 #include "types/run_stats.h"
 #include "types/stored.h"
-#include "redisai/reply_texts.h"
-#include "core/messages.h"
 
 RAI_Script *Script_Create(RedisModuleCtx *ctx, const RAI_ScriptParams *p, RAI_Error *err) {
     const RAI_BackendDescriptor *be = Backend_Get(ctx, RAI_BACKEND_TORCH);

@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#include "redisai/backend_abi.h"
 #include "core/error.h"
+#include "redisai/backend_abi.h"
 #include "redismodule.h"
 
 struct RAI_RunQueue;

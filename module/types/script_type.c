@@ -14,13 +14,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/messages.h"
 #include "loader/backend_loader.h"
 #include "types/aof_args.h"
 #include "types/rdb_io.h"
-#include "types/stored.h"
 #include "types/script.h"
+#include "types/stored.h"
 #include "types/tensor_type.h"
-#include "core/messages.h"
 
 RedisModuleType *RAI_ScriptType = NULL;
 

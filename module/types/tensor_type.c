@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/tensor.h"
 #include "core/messages.h"
+#include "core/tensor.h"
 
 RedisModuleType *RAI_TensorType = NULL;
 

@@ -204,9 +204,11 @@ def _objects(build: Path, target: str, files: dict[str, str]) -> None:
 
 def test_the_call_check_sees_an_upward_call_and_a_cycle(tmp_path: Path) -> None:
     _objects(tmp_path, "redisai", {
-        "module/core/config.c": "int Backend_Load(void); int Config_Init(void) { return Backend_Load(); }\n",
-        "module/loader/backend_loader.c": "int Config_Init(void); int Backend_Load(void) { return 0; }\n"
-                                          "int Backend_Init(void) { return Config_Init(); }\n",
+        "module/core/config.c":
+            "int Backend_Load(void); int Config_Init(void) { return Backend_Load(); }\n",
+        "module/loader/backend_loader.c":
+            "int Config_Init(void); int Backend_Load(void) { return 0; }\n"
+            "int Backend_Init(void) { return Config_Init(); }\n",
         "module/engine/dag.c": "int Batch_Run(void); int Dag_Run(void) { return Batch_Run(); }\n",
         "module/engine/batch.c": "int Dag_Run(void); int Batch_Run(void) { return Dag_Run(); }\n",
     })

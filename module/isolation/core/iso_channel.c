@@ -16,6 +16,8 @@
  * arena as soon as it arrives, and checked before it is used.
  */
 #define _GNU_SOURCE
+#include "isolation/core/iso_channel.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -24,8 +26,6 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include "isolation/core/iso_channel.h"
 
 #include "core/backend_kind.h"
 #include "core/config.h"

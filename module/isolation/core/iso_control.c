@@ -11,6 +11,8 @@
  * and publishes why it ended before anyone formats an error about it.
  */
 #define _GNU_SOURCE
+#include "isolation/core/iso_control.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -22,8 +24,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "isolation/core/iso_control.h"
 
 #include "core/backend_kind.h"
 #include "core/config.h"

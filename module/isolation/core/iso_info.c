@@ -5,12 +5,12 @@
  * that may be the very thing that is stuck.
  */
 #define _GNU_SOURCE
+#include "isolation/core/iso_info.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "isolation/core/iso_info.h"
 
 #include "core/backend_kind.h"
 #include "isolation/core/iso_slot.h"

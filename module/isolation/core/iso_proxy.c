@@ -8,12 +8,12 @@
  * time.
  */
 #define _GNU_SOURCE
+#include "isolation/core/iso_proxy.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "isolation/core/iso_proxy.h"
 
 #include "core/backend_kind.h"
 #include "core/config.h"

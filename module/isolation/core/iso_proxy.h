@@ -8,8 +8,8 @@
 #ifndef REDISAI_ISO_PROXY_H
 #define REDISAI_ISO_PROXY_H
 
-#include "redisai/backend_abi.h"
 #include "core/error.h"
+#include "redisai/backend_abi.h"
 #include "redismodule.h"
 
 /* Module load: records where redisai.so lives (the host is beside it) and

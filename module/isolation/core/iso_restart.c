@@ -6,12 +6,12 @@
  * creation order, from the blobs the core keeps.
  */
 #define _GNU_SOURCE
+#include "isolation/core/iso_restart.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "isolation/core/iso_restart.h"
 
 #include "core/backend_kind.h"
 #include "core/config.h"

@@ -5,6 +5,8 @@
  * checked through an O_PATH descriptor that is then the very file executed.
  */
 #define _GNU_SOURCE
+#include "isolation/core/iso_spawn.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,8 +21,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include "isolation/core/iso_spawn.h"
 
 #include "core/backend_kind.h"
 

@@ -8,10 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "redisai/backend_abi.h"
 #include "core/error.h"
 #include "isolation/iso_protocol.h"
 #include "isolation/iso_wire.h"
+#include "redisai/backend_abi.h"
 
 #define HOST_CTL_FD 3
 

@@ -18,10 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "loader/backend_file.h"
 #include "core/backend_kind.h"
-#include "loader/backend_manifest.h"
 #include "isolation/host/host.h"
+#include "loader/backend_file.h"
+#include "loader/backend_manifest.h"
 
 static double nowSeconds(void) {
     struct timespec ts;

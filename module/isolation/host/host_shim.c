@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redismodule.h" /* the RedisModule_* pointers (common symbols) */
 #include "isolation/host/host.h"
+#include "redismodule.h" /* the RedisModule_* pointers (common symbols) */
 
 static void *shimAlloc(size_t n) {
     void *p = malloc(n ? n : 1);
