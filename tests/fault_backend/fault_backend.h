@@ -4,7 +4,7 @@
  * A backend of kind ONNX (docs/isolation.md, "The fault-injection backend")
  * whose models do on purpose what frameworks do by accident: crash, abort,
  * hang, allocate without bound, exit. Built by CMake only on request
- * (EXCLUDE_FROM_ALL), never installed; tests/test_fault_backend.py lays it
+ * (EXCLUDE_FROM_ALL), never installed; tests/isolation/test_fault_backend.py lays it
  * out in a temporary folder.
  */
 #ifndef REDISAI_FAULT_BACKEND_H

@@ -1,5 +1,5 @@
 /* llapi_impl_module.c: the module `llapiimpl`, a second client of RedisAI's LLAPI for
- * tests/test_llapi_impl.py: what the implementation promises beyond the calls themselves
+ * tests/lowlevel_api/test_llapi_impl.py: what the implementation promises beyond the calls themselves
  * (tests/llapi/ covers every function).
  *
  *   LLAPIIMPL.THREADS model a b nthreads nruns

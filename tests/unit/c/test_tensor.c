@@ -102,6 +102,20 @@ static void testShapes(void) {
     CHECK_INT(Tensor_ShapeLength(NULL, 0), 1); /* a 0-d tensor holds one element */
     CHECK_INT(Tensor_ShapeLength(dbig, 2), 1ll << 40);
 
+    /* Dims from outside (an isolated backend's host): a negative dim or a
+     * product past SIZE_MAX is refused, where the plain length would wrap. */
+    static const int64_t dover[] = {1ll << 62, 4}, dneg[] = {2, -3};
+    static const int64_t dmax[] = {1ll << 31, 1ll << 31};
+    size_t n = 7;
+    CHECK(Tensor_CheckedLength(d234, 3, &n) && n == 24);
+    CHECK(Tensor_CheckedLength(d05, 2, &n) && n == 0);
+    CHECK(Tensor_CheckedLength(NULL, 0, &n) && n == 1);
+    CHECK(Tensor_CheckedLength(dmax, 2, &n) && n == (size_t)1 << 62);
+    n = 7;
+    CHECK(!Tensor_CheckedLength(dover, 2, &n) && n == 7);
+    CHECK(!Tensor_CheckedLength(dneg, 2, &n) && n == 7);
+    CHECK_INT(Tensor_ShapeLength(dover, 2), 0); /* why the checked form exists: it wraps */
+
     /* Length and bytes for each element size; dims are copied. */
     int64_t dims[] = {2, 3};
     static const RAI_DType types[] = {{RAI_DTYPE_INT, 8}, {RAI_DTYPE_INT, 16}, {RAI_DTYPE_FLOAT, 32},
