@@ -1,7 +1,8 @@
 /* llapitest.h: what the files of the LLAPI test module share.
  *
- * The module `llapitest` (tests/lowlevel_api/test_llapi.py loads it after redisai.so) is a client of
- * RedisAI's low-level API written only against include/redisai_llapi.h and redismodule.h,
+ * The module `llapitest` (tests/lowlevel_api/test_llapi.py loads it after redisai.so) is a
+ * client of RedisAI's low-level API written only against include/redisai/llapi.h and
+ * redismodule.h,
  * as RedisGears is: it never sees RedisAI's internals. Each LLAPI.* command drives one part
  * of the API and replies with what the API returned, so the pytest file can compare it with
  * numpy and with RedisAI's own commands.

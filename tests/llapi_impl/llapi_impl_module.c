@@ -1,5 +1,6 @@
 /* llapi_impl_module.c: the module `llapiimpl`, a second client of RedisAI's LLAPI for
- * tests/lowlevel_api/test_llapi_impl.py: what the implementation promises beyond the calls themselves
+ * tests/lowlevel_api/test_llapi_impl.py: what the implementation promises beyond the calls
+ * themselves
  * (tests/llapi/ covers every function).
  *
  *   LLAPIIMPL.THREADS model a b nthreads nruns
@@ -18,7 +19,9 @@
  *       values
  */
 #define REDISAI_LLAPI_CLIENT_IMPL
-#include "redisai_llapi.h" /* the old path, kept for existing clients: it includes redisai/llapi.h */
+/* The LLAPI header's old path, kept for existing clients: a one-line include
+ * of redisai/llapi.h. This module uses it so that the old path is built. */
+#include "redisai_llapi.h"
 
 #include <pthread.h>
 #include <string.h>
