@@ -18,6 +18,7 @@
 #include "redisai/reply_texts.h"
 #include "types/model.h"
 #include "types/model_type.h"
+#include "types/stored.h"
 
 /* MODELSTORE/MODELSET's numeric options: integers >= 0, integral doubles
  * such as 2.0 accepted (RedisAI's ArgsCursor). */
@@ -422,18 +423,8 @@ int ModelGet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int arg
 /* AI.MODELDEL key */
 int ModelDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2) return RedisModule_WrongArity(ctx);
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
-    int type = RedisModule_KeyType(key);
-    if (type == REDISMODULE_KEYTYPE_EMPTY) {
-        RedisModule_CloseKey(key);
-        return replyErr(ctx, RAI_ERR_MODEL_KEY_EMPTY);
-    }
-    if (RedisModule_ModuleTypeGetType(key) != RAI_ModelType) {
-        RedisModule_CloseKey(key);
-        return replyErr(ctx, RAI_WRONGTYPE_MSG);
-    }
-    RedisModule_DeleteKey(key);
-    RedisModule_CloseKey(key);
+    const char *why = Stored_DeleteKey(ctx, argv[1], RAI_ModelType, RAI_ERR_MODEL_KEY_EMPTY);
+    if (why) return replyErr(ctx, why);
     RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }

@@ -12,6 +12,7 @@
 #include "redisai/reply_texts.h"
 #include "types/script.h"
 #include "types/script_type.h"
+#include "types/stored.h"
 
 /* Compiles, type-checks the key (after compiling, as 1.2), stores,
  * replicates verbatim and replies. */
@@ -136,18 +137,8 @@ int ScriptGet_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int ar
 /* AI.SCRIPTDEL key */
 int ScriptDel_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 2) return RedisModule_WrongArity(ctx);
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
-    int type = RedisModule_KeyType(key);
-    if (type == REDISMODULE_KEYTYPE_EMPTY) {
-        RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, RAI_ERR_SCRIPT_KEY_EMPTY);
-    }
-    if (RedisModule_ModuleTypeGetType(key) != RAI_ScriptType) {
-        RedisModule_CloseKey(key);
-        return RedisModule_ReplyWithError(ctx, RAI_WRONGTYPE_MSG);
-    }
-    RedisModule_DeleteKey(key);
-    RedisModule_CloseKey(key);
+    const char *why = Stored_DeleteKey(ctx, argv[1], RAI_ScriptType, RAI_ERR_SCRIPT_KEY_EMPTY);
+    if (why) return RedisModule_ReplyWithError(ctx, why);
     RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }

@@ -245,17 +245,8 @@ static void ModelAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *va
 }
 
 RAI_Model *Model_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err) {
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
-    RAI_Model *m = NULL;
-    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        Error_Set(err, RAI_ERR_MODEL_KEY_EMPTY);
-    } else if (RedisModule_ModuleTypeGetType(key) != RAI_ModelType) {
-        Error_Set(err, RAI_WRONGTYPE_MSG);
-    } else {
-        m = Model_Retain(RedisModule_ModuleTypeGetValue(key));
-    }
-    RedisModule_CloseKey(key);
-    return m;
+    RAI_Model *m = Stored_ValueAt(ctx, keyname, RAI_ModelType, RAI_ERR_MODEL_KEY_EMPTY, err);
+    return m ? Model_Retain(m) : NULL;
 }
 
 static void ModelFree(void *value) {

@@ -119,17 +119,8 @@ static void ScriptAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *v
 }
 
 RAI_Script *Script_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Error *err) {
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
-    RAI_Script *s = NULL;
-    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
-        Error_Set(err, RAI_ERR_SCRIPT_KEY_EMPTY);
-    } else if (RedisModule_ModuleTypeGetType(key) != RAI_ScriptType) {
-        Error_Set(err, RAI_WRONGTYPE_MSG);
-    } else {
-        s = Script_Retain(RedisModule_ModuleTypeGetValue(key));
-    }
-    RedisModule_CloseKey(key);
-    return s;
+    RAI_Script *s = Stored_ValueAt(ctx, keyname, RAI_ScriptType, RAI_ERR_SCRIPT_KEY_EMPTY, err);
+    return s ? Script_Retain(s) : NULL;
 }
 
 static void ScriptFree(void *value) {

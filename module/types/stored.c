@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "core/messages.h"
 #include "redismodule.h"
 
 static Stored_QueueFactory queue_factory;
@@ -34,4 +35,34 @@ void Stored_FreeNames(size_t n, char **names) {
     if (names == NULL) return;
     for (size_t i = 0; i < n; i++) RedisModule_Free(names[i]);
     RedisModule_Free(names);
+}
+
+void *Stored_ValueAt(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleType *type,
+                     const char *empty, RAI_Error *err) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ);
+    void *value = NULL;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        Error_Set(err, empty);
+    } else if (RedisModule_ModuleTypeGetType(key) != type) {
+        Error_Set(err, RAI_WRONGTYPE_MSG);
+    } else {
+        value = RedisModule_ModuleTypeGetValue(key);
+    }
+    RedisModule_CloseKey(key);
+    return value;
+}
+
+const char *Stored_DeleteKey(RedisModuleCtx *ctx, RedisModuleString *keyname,
+                             RedisModuleType *type, const char *empty) {
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE);
+    const char *why = NULL;
+    if (RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_EMPTY) {
+        why = empty;
+    } else if (RedisModule_ModuleTypeGetType(key) != type) {
+        why = RAI_WRONGTYPE_MSG;
+    } else {
+        RedisModule_DeleteKey(key);
+    }
+    RedisModule_CloseKey(key);
+    return why;
 }

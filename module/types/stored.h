@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "core/error.h"
+#include "redismodule.h"
 
 struct RAI_RunQueue;
 
@@ -21,6 +22,16 @@ typedef struct RAI_RunQueue *(*Stored_QueueFactory)(const char *device_str, RAI_
 void Stored_SetQueueFactory(Stored_QueueFactory factory);
 /* The queue a model or script on device_str runs on; NULL after err. */
 struct RAI_RunQueue *Stored_QueueFor(const char *device_str, RAI_Error *err);
+
+/* The value of type at keyname, or NULL after err: `empty` when the key
+ * does not exist, WRONGTYPE when it holds another type. Not retained:
+ * valid while Redis's lock is held. */
+void *Stored_ValueAt(RedisModuleCtx *ctx, RedisModuleString *keyname, RedisModuleType *type,
+                     const char *empty, RAI_Error *err);
+/* Deletes the key holding a value of type: NULL, or the error to reply
+ * (`empty`, or WRONGTYPE), the key left as it was. */
+const char *Stored_DeleteKey(RedisModuleCtx *ctx, RedisModuleString *keyname,
+                             RedisModuleType *type, const char *empty);
 
 /* A NUL-terminated copy of len bytes (a tag, a source: they may hold NULs). */
 char *Stored_CopyBytes(const char *p, size_t len);
