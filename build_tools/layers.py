@@ -330,18 +330,9 @@ def call_graph(build_dir: Path = paths.BUILD_DIR) -> dict[str, dict[str, set[str
     return graphs
 
 
-# Programs whose units may call each other in a cycle. The backend host is one
-# small program around one header (host.h) whose channel is a call stack: a
-# callback it sends may bring a nested run, served before the callback's answer
-# (docs/isolation.md, "Why a channel is a call stack"), so its channel, calls
-# and tensor files recurse into each other by design.
-CALL_CYCLES_TOLERATED = ("redisai-backend-host",)
-
-
 def check_calls(build_dir: Path = paths.BUILD_DIR) -> list[str]:
     """Calls (and references to data) between the object files of each program must keep
-    the include rules: down the layer order and, but in the backend host, no cycle
-    between units.
+    the include rules: down the layer order, and no cycle between units.
     This also sees what an include cannot: a hand-written prototype, or one header
     shared by a folder (isolation/core, llapi/)."""
     problems: list[str] = []
@@ -351,8 +342,6 @@ def check_calls(build_dir: Path = paths.BUILD_DIR) -> list[str]:
                 if not _allowed(unit + ".c", to + ".c"):
                     problems.append(f"{target}: {unit} calls into {to}: "
                                     f"{_folder_of(unit)}/ may not use {_folder_of(to)}/")
-        if target in CALL_CYCLES_TOLERATED:
-            continue
         for part in cycles(graph):
             problems.append(f"{target}: call cycle between units: " + " <-> ".join(part))
     return problems

@@ -38,6 +38,8 @@ typedef struct HostState {
 
 extern HostState host;
 
+/* host_state.c: a line on stderr, named after the host. */
+void Host_Say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A protocol error from the core: logged on stderr, then _exit(70). */
 void Host_ProtocolError(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
@@ -48,8 +50,25 @@ void HostShim_Init(void);
  * Returns 1, or 0 with the reason in err (the core's texts). */
 int Host_Load(RAI_Error *err);
 
-/* host_api.c: the RAI_HostApi the backend gets, and host tensors. */
+/* host_api.c: the RAI_HostApi the backend gets. */
 const RAI_HostApi *Host_Api(void);
+
+/* host_tensor.c: host tensors. The members of RAI_HostApi's tensor group: */
+RAI_Tensor *HostTensor_Create(RAI_DType dtype, const int64_t *dims, int ndims);
+RAI_Tensor *HostTensor_Adopt(RAI_DType dtype, const int64_t *dims, int ndims, void *data,
+                             size_t nbytes, void (*deleter)(void *ctx), void *deleter_ctx);
+RAI_Tensor *HostTensor_CreateStrings(const int64_t *dims, int ndims, const char *const *elems,
+                                     const size_t *lens);
+RAI_Tensor *HostTensor_Retain(RAI_Tensor *t);
+void HostTensor_Release(RAI_Tensor *t);
+RAI_DType HostTensor_DType(const RAI_Tensor *t);
+int HostTensor_NDims(const RAI_Tensor *t);
+const int64_t *HostTensor_Dims(const RAI_Tensor *t);
+size_t HostTensor_Length(const RAI_Tensor *t);
+size_t HostTensor_ByteSize(const RAI_Tensor *t);
+void *HostTensor_Data(RAI_Tensor *t);
+const char *HostTensor_StringAt(const RAI_Tensor *t, size_t i, size_t *len);
+/* and what the channels use: */
 /* A tensor over data the host does not own (an arena or a sealed
  * region's mapping): release(ctx) runs when the last reference goes, so
  * that the data stays valid as long as anyone, a backend that kept it
@@ -158,11 +177,11 @@ void HostWire_Reply(HostChannel *ch, uint16_t type, uint64_t id, IsoBuf *b, cons
                     int nfds);
 void HostWire_SendError(HostChannel *ch, uint64_t id, const char *text);
 
-/* host_calls.c: the channel as a call stack (docs/isolation.md, "The
+/* host_frame.c: the channel as a call stack (docs/isolation.md, "The
  * protocol"). A channel thread enters a frame for each request it serves;
- * the backend's redis_call and model_execute send on the channel of the
- * innermost one and wait for their answer, serving any request the core
- * nests meanwhile. */
+ * the backend's redis_call and model_execute (host_calls.c) send on the
+ * channel of the innermost one and wait for their answer, serving any
+ * request the core nests meanwhile. */
 typedef struct HostFrame {
     HostChannel *ch;
     uint64_t id;  /* the request this frame waits to answer or be answered */
@@ -175,9 +194,17 @@ typedef struct HostFrame {
 /* Nested requests served on one channel thread at most (each nesting is
  * a callback of the run below it): a bound on the thread's stack. */
 #define HOST_NEST_MAX 16
-void HostCall_CheckCoreId(HostChannel *ch, const IsoMsg *m);
-void HostCall_Enter(HostFrame *f, HostChannel *ch, uint64_t id);
-void HostCall_Leave(HostFrame *f);
+/* A request of the core's must not carry the host's id bit: else it ends the host. */
+void HostFrame_CheckCoreId(HostChannel *ch, const IsoMsg *m);
+/* Enters a frame for core request id on ch (one more request on the stack). */
+void HostFrame_Enter(HostFrame *f, HostChannel *ch, uint64_t id);
+/* Pushes a frame the caller filled (the host's own request); Leave pops either. */
+void HostFrame_Push(HostFrame *f);
+void HostFrame_Leave(HostFrame *f);
+/* The innermost frame of this thread, NULL when it serves no request. */
+HostFrame *HostFrame_Top(void);
+
+/* host_calls.c: the backend's calls back into Redis, over that channel. */
 RAI_CallReply *HostCall_RedisCall(const char *cmd, const char *const *args, const size_t *lens,
                                   size_t nargs);
 void HostCall_ReplyFree(RAI_CallReply *r);

@@ -20,24 +20,7 @@
 
 #include "isolation/host/host.h"
 
-static __thread HostFrame *top;
 static uint64_t last_id; /* the host's own request ids, HOST_ID_BIT added */
-
-void HostCall_CheckCoreId(HostChannel *ch, const IsoMsg *m) {
-    if (m->h.id & HOST_ID_BIT)
-        Host_ProtocolError("channel %llu: %s with id 0x%llx, an id of the host's",
-                           (unsigned long long)ch->id, Iso_MsgTypeName(m->h.type),
-                           (unsigned long long)m->h.id);
-}
-
-void HostCall_Enter(HostFrame *f, HostChannel *ch, uint64_t id) {
-    *f = (HostFrame){.ch = ch, .id = id, .requests = (top ? top->requests : 0) + 1, .up = top};
-    top = f;
-}
-
-void HostCall_Leave(HostFrame *f) {
-    top = f->up;
-}
 
 static int isPop(uint16_t type) {
     return type == ISO_MSG_CB_REDIS_REPLY || type == ISO_MSG_CB_MODEL_REPLY ||
@@ -49,11 +32,13 @@ static int isPop(uint16_t type) {
  * the channel; -1 with errno when the push could not be sent. */
 static int call(uint16_t type, IsoBuf *b, const int *fds, int nfds, uint16_t want,
                 IsoMsg *answer) {
-    HostChannel *ch = top->ch;
+    HostFrame *top = HostFrame_Top();
+    HostChannel *ch = HostFrame_Top()->ch;
     uint64_t id = __atomic_add_fetch(&last_id, 1, __ATOMIC_RELAXED) | HOST_ID_BIT;
     if (HostWire_Send(ch, type, id, b, fds, nfds) != 0) return ch->dead ? 0 : -1;
+    /* The host's own request: no new core request on the stack. */
     HostFrame f = {.ch = ch, .id = id, .requests = top->requests, .up = top};
-    top = &f;
+    HostFrame_Push(&f);
     int rc = 0;
     while (!ch->dead) {
         IsoMsg m;
@@ -68,7 +53,7 @@ static int call(uint16_t type, IsoBuf *b, const int *fds, int nfds, uint16_t wan
                                strerror(errno));
         if (got == -2) Host_ProtocolError("channel %llu: %s", (unsigned long long)ch->id, why);
         if (m.h.type == ISO_MSG_MODEL_RUN || m.h.type == ISO_MSG_SCRIPT_RUN) {
-            HostCall_CheckCoreId(ch, &m);
+            HostFrame_CheckCoreId(ch, &m);
             if (f.requests >= HOST_NEST_MAX)
                 Host_ProtocolError("channel %llu: %s nested %d requests deep",
                                    (unsigned long long)ch->id, Iso_MsgTypeName(m.h.type),
@@ -92,7 +77,7 @@ static int call(uint16_t type, IsoBuf *b, const int *fds, int nfds, uint16_t wan
         rc = 1;
         break;
     }
-    top = f.up;
+    HostFrame_Leave(&f);
     return rc;
 }
 
@@ -174,9 +159,9 @@ static void decodeReply(HostChannel *ch, IsoReader *r, RAI_CallReply *out, int d
 
 RAI_CallReply *HostCall_RedisCall(const char *cmd, const char *const *args, const size_t *lens,
                                   size_t nargs) {
-    if (top == NULL) return errorReply("ERR redis_call is only allowed from a run");
+    if (HostFrame_Top() == NULL) return errorReply("ERR redis_call is only allowed from a run");
     if (cmd == NULL || nargs > UINT32_MAX) return errorReply("ERR redis_call: bad arguments");
-    HostChannel *ch = top->ch;
+    HostChannel *ch = HostFrame_Top()->ch;
     IsoBuf b;
     IsoBuf_Init(&b);
     IsoBuf_CStr(&b, cmd);
@@ -250,7 +235,7 @@ static int takeOutputs(HostChannel *ch, IsoMsg *m, RAI_Tensor **outputs, size_t 
     }
     if (rc != 0) {
         for (uint32_t i = 0; i < n; i++) {
-            if (outputs[i]) Host_Api()->tensor_release(outputs[i]);
+            if (outputs[i]) HostTensor_Release(outputs[i]);
             outputs[i] = NULL;
         }
     }
@@ -261,7 +246,7 @@ static int takeOutputs(HostChannel *ch, IsoMsg *m, RAI_Tensor **outputs, size_t 
 
 int HostCall_ModelExecute(const char *key, size_t key_len, RAI_Tensor *const *inputs,
                           size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
-    if (top == NULL) {
+    if (HostFrame_Top() == NULL) {
         Error_Set(err, "ERR model_execute is only allowed from a run");
         return -1;
     }
@@ -269,7 +254,7 @@ int HostCall_ModelExecute(const char *key, size_t key_len, RAI_Tensor *const *in
         Error_Set(err, "ERR model_execute: too many tensors or too long a key");
         return -1;
     }
-    HostChannel *ch = top->ch;
+    HostChannel *ch = HostFrame_Top()->ch;
     IsoTensorDesc *descs = malloc((ninputs ? ninputs : 1) * sizeof(*descs));
     int large = -1;
     if (descs == NULL || HostWire_Place(ch, inputs, ninputs, descs, &large) != 0) {

@@ -178,9 +178,9 @@ void HostChannel_Serve(HostChannel *ch, IsoMsg *m) {
     }
     if (rc == 0) {
         HostFrame frame;
-        HostCall_Enter(&frame, ch, m->h.id);
+        HostFrame_Enter(&frame, ch, m->h.id);
         rc = runBackend(&q, inputs, outputs, &err);
-        HostCall_Leave(&frame);
+        HostFrame_Leave(&frame);
     }
     for (uint32_t i = 0; rc == 0 && i < q.nout; i++) {
         if (outputs[i] == NULL) {
@@ -195,11 +195,11 @@ void HostChannel_Serve(HostChannel *ch, IsoMsg *m) {
     /* Before the answer: once the core has it, it writes the next inputs
      * into the arena. Outputs go first, as they may hold their inputs. */
     for (uint32_t i = 0; outputs && i < q.nout; i++) {
-        if (outputs[i]) Host_Api()->tensor_release(outputs[i]);
+        if (outputs[i]) HostTensor_Release(outputs[i]);
     }
     if (inputs) HostWire_KeepArenaInputs(ch, inputs, q.descs, q.nin);
     for (uint32_t i = 0; inputs && i < q.nin; i++) {
-        if (inputs[i]) Host_Api()->tensor_release(inputs[i]);
+        if (inputs[i]) HostTensor_Release(inputs[i]);
     }
     if (rc == 0) {
         HostWire_Reply(ch, ISO_MSG_RUN_OK, m->h.id, &b, &large, large >= 0 ? 1 : 0);
@@ -228,7 +228,7 @@ static void *channelMain(void *arg) {
         if (m.h.type != ISO_MSG_MODEL_RUN && m.h.type != ISO_MSG_SCRIPT_RUN)
             Host_ProtocolError("channel %llu: %s is not allowed with no request outstanding",
                                (unsigned long long)ch->id, Iso_MsgTypeName(m.h.type));
-        HostCall_CheckCoreId(ch, &m);
+        HostFrame_CheckCoreId(ch, &m);
         HostChannel_Serve(ch, &m);
         IsoMsg_Free(&m);
     }

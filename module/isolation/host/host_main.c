@@ -27,43 +27,7 @@
 #include "core/backend_kind.h"
 #include "isolation/host/host.h"
 
-HostState host;
-
 #define BUILD_ID REDISAI_VERSION_STRING " " REDISAI_GIT_SHA
-
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...) {
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "redisai-backend-host[%d] %s: %s\n", (int)getpid(),
-            host.kind_name ? host.kind_name : "?", line);
-    fflush(stderr);
-}
-
-void Host_ProtocolError(const char *fmt, ...) {
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    say("protocol error: %s; exiting", line);
-    /* Also to the core, whose log is where an operator looks (the host's
-     * stderr is Redis's, often /dev/null). */
-    char text[600];
-    snprintf(text, sizeof(text), "protocol error: %s; exiting", line);
-    IsoBuf b;
-    IsoBuf_Init(&b);
-    IsoBuf_U32(&b, RAI_LOG_WARNING);
-    IsoBuf_CStr(&b, text);
-    if (!b.oom) Iso_Send(HOST_CTL_FD, ISO_MSG_LOG, 0, b.data, b.len, NULL, 0);
-    IsoBuf_Free(&b);
-    /* _exit: a framework's static destructors must not run (or hang) on
-     * the way out of a host that no longer trusts its connection. */
-    _exit(ISO_HOST_EXIT_PROTOCOL);
-}
 
 static void usage(const char *why) {
     fprintf(stderr,
@@ -161,7 +125,7 @@ static void harden(long ppid, int fd) {
     /* 1. Die with Redis; a Redis that died before the prctl is caught. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (ppid > 0 && (long)getppid() != ppid) {
-        say("parent %ld is gone (parent now %ld); exiting", ppid, (long)getppid());
+        Host_Say("parent %ld is gone (parent now %ld); exiting", ppid, (long)getppid());
         _exit(ISO_HOST_EXIT_PROTOCOL);
     }
     /* 2. The connection at 3, nothing of Redis's above it. */
@@ -181,7 +145,7 @@ static void harden(long ppid, int fd) {
     prctl(PR_SET_NAME, name, 0, 0, 0);
     int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (oom >= 0) {
-        if (write(oom, "1000", 4) != 4) say("cannot raise oom_score_adj: %s", strerror(errno));
+        if (write(oom, "1000", 4) != 4) Host_Say("cannot raise oom_score_adj: %s", strerror(errno));
         close(oom);
     }
     /* 4. */
@@ -204,7 +168,7 @@ static void applyLimits(void) {
         mb += HOST_DATA_HEADROOM_MB;
         struct rlimit rl = {.rlim_cur = (rlim_t)mb << 20, .rlim_max = (rlim_t)mb << 20};
         if (setrlimit(RLIMIT_DATA, &rl) != 0)
-            say("cannot set RLIMIT_DATA to %lld MB: %s", mb, strerror(errno));
+            Host_Say("cannot set RLIMIT_DATA to %lld MB: %s", mb, strerror(errno));
     }
     const char *core = getenv("REDISAI_BACKEND_HOST_CORE");
     if (!core || strcmp(core, "keep") != 0) {
@@ -270,7 +234,7 @@ static void hello(void) {
                  "%.*s (protocol %u)", host.kind_name, host.so, BUILD_ID, ISO_PROTOCOL_VERSION,
                  (int)(build_len > 200 ? 200 : build_len), build, version);
         Iso_SendError(HOST_CTL_FD, m.h.id, text);
-        say("%s", text + 4);
+        Host_Say("%s", text + 4);
         _exit(ISO_HOST_EXIT_PROTOCOL);
     }
     if (kind != (uint32_t)host.kind || name_len != strlen(host.name) ||
@@ -282,7 +246,7 @@ static void hello(void) {
     Error_Init(&err);
     if (!Host_Load(&err)) {
         Iso_SendError(HOST_CTL_FD, m.h.id, Error_Message(&err));
-        say("cannot load: %s", Error_Message(&err));
+        Host_Say("cannot load: %s", Error_Message(&err));
         _exit(1);
     }
     const RAI_BackendDescriptor *d = host.desc;

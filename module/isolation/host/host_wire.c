@@ -160,7 +160,7 @@ void HostWire_KeepArenaInputs(HostChannel *ch, RAI_Tensor *const *inputs,
          * this input, which a backend still holds, its own pages first.
          * By its data pointer: the view it lies in may be an older one
          * than the channel's (a nested run retired that already). */
-        privatize(Host_Api()->tensor_data(inputs[i]), descs[i].nbytes);
+        privatize(HostTensor_Data(inputs[i]), descs[i].nbytes);
         kept = 1;
     }
     if (!kept) return;
@@ -175,18 +175,17 @@ void HostWire_KeepArenaInputs(HostChannel *ch, RAI_Tensor *const *inputs,
 
 int HostWire_Place(HostChannel *ch, RAI_Tensor *const *tensors, size_t n, IsoTensorDesc *descs,
                    int *large) {
-    const RAI_HostApi *api = Host_Api();
     size_t arena = 0, region = 0;
     *large = -1;
     for (size_t i = 0; i < n; i++) {
-        RAI_DType dt = api->tensor_dtype(tensors[i]);
+        RAI_DType dt = HostTensor_DType(tensors[i]);
         const void *p1, *p2;
         size_t n1, n2;
         HostTensor_WireParts(tensors[i], &p1, &n1, &p2, &n2);
         size_t nb = n1 + n2;
         IsoTensorDesc *d = &descs[i];
-        IsoTensorDesc_Head(d, dt.code, dt.bits, (uint32_t)api->tensor_ndims(tensors[i]), nb);
-        memcpy(d->dims, api->tensor_dims(tensors[i]), sizeof(int64_t) * d->ndims);
+        IsoTensorDesc_Head(d, dt.code, dt.bits, (uint32_t)HostTensor_NDims(tensors[i]), nb);
+        memcpy(d->dims, HostTensor_Dims(tensors[i]), sizeof(int64_t) * d->ndims);
         size_t at = alignUp(arena);
         if (nb <= ISO_ARENA_TENSOR_MAX && at <= ch->h2c_len && nb <= ch->h2c_len - at) {
             d->region = 0;
