@@ -1,8 +1,9 @@
 /*
- * redisai.c - module entry point: registers the data types and commands and
- * applies the load-time configuration. The data path runs
- * command parser -> key-space object -> run queue (dag.c) -> backend ->
- * reply; each step lives in the file named after it.
+ * redisai.c - module entry point: wires the layers (what a lower layer needs
+ * of a higher one is handed to it here, docs/architecture.md "The layers"),
+ * registers the data types and commands and applies the module arguments.
+ * The data path runs command parser (commands/) -> key-space object
+ * (types/) -> run queue (engine/) -> backend -> reply.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

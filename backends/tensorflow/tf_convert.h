@@ -3,8 +3,8 @@
  * Numeric data crosses in both directions without a copy; STRING elements
  * are copied, since the two sides lay them out differently.
  */
-#ifndef REDISAI_TF_TENSOR_H
-#define REDISAI_TF_TENSOR_H
+#ifndef REDISAI_TF_CONVERT_H
+#define REDISAI_TF_CONVERT_H
 
 #include "redisai/backend_abi.h"
 #include "tensorflow/c/c_api.h"

@@ -1,5 +1,5 @@
 /*
- * backend_list.c - see backend_list.h.
+ * config_list.c - see config_list.h.
  */
 #include "commands/config_list.h"
 

@@ -1,10 +1,10 @@
 /*
- * backend_list.h - AI.CONFIG LIST: what backends BACKENDSPATH holds and
+ * config_list.h - AI.CONFIG LIST: what backends BACKENDSPATH holds and
  * which are loaded, read from folders and manifests, never by opening a
  * backend.
  */
-#ifndef REDISAI_BACKEND_LIST_H
-#define REDISAI_BACKEND_LIST_H
+#ifndef REDISAI_CONFIG_LIST_H
+#define REDISAI_CONFIG_LIST_H
 
 #include "redismodule.h"
 

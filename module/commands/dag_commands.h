@@ -1,6 +1,6 @@
 /*
  * dag_commands.h - AI.DAGEXECUTE, AI.DAGEXECUTE_RO, AI.DAGRUN, AI.DAGRUN_RO:
- * parse a chain of operations into one DAG for the engine (dag.c).
+ * parse a chain of operations into one DAG for the engine (engine/dag.h).
  */
 #ifndef REDISAI_DAG_COMMANDS_H
 #define REDISAI_DAG_COMMANDS_H

@@ -22,7 +22,7 @@ const char *Error_Message(const RAI_Error *err);
 void Error_Set(RAI_Error *err, const char *msg);
 void Error_SetFmt(RAI_Error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void Error_SetV(RAI_Error *err, const char *fmt, va_list ap);
-/* Gives the error set on err its LLAPI code (redisai_llapi.h's
+/* Gives the error set on err its LLAPI code (redisai/llapi.h's
  * RedisAI_ErrorCode), unless it has one already: the commands never read
  * codes, the LLAPI sets them where it knows which operation failed. */
 void Error_SetCode(RAI_Error *err, int code);

@@ -10,7 +10,7 @@
  * function; and the RedisAI ABI note of backend_abi.h with our ABI major
  * and the kind asked for. These checks refuse wrong files, not hostile
  * ones: a crafted file can pass them, which is why loading is limited to
- * users who may MODULE LOAD (config.c).
+ * users who may MODULE LOAD (commands/config_commands.c).
  */
 #ifndef REDISAI_BACKEND_FILE_H
 #define REDISAI_BACKEND_FILE_H
