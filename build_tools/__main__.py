@@ -82,8 +82,9 @@ def _parser() -> argparse.ArgumentParser:
                         "redisai.so takes a backend as a BACKENDSPATH folder")
     i.add_argument("--force", action="store_true",
                    help="replace files or a backend folder already there")
-    sub.add_parser("layers", help="check the layer order of the C sources' includes "
-                                  "(docs/architecture.md) and print the include-graph figures")
+    sub.add_parser("layers", help="check the layer order of the C sources' includes, and of "
+                                  "the calls of the last build (docs/architecture.md); print "
+                                  "the include-graph figures")
     return p
 
 
@@ -139,6 +140,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "layers":
             from . import layers
             problems = layers.check()
+            # The calls too, when there is a build to read them from.
+            if (paths.BUILD_DIR / "CMakeFiles").is_dir():
+                problems += layers.check_calls()
             for line in problems:
                 print(line)
             for name, value in layers.figures().items():

@@ -13,8 +13,10 @@ An include is resolved as the compiler does: the including file's own folder fir
 then the include directories CMakeLists.txt gives its target, in order. Each must be
 spelled from one of those directories ("engine/dag.h", not "dag.h" from inside
 engine/), point at a folder the including folder may use, and take part in no cycle
-between units (a .c and its .h are one unit). `check` returns every violation;
-`figures` gives the numbers the closing notes of the layering work quote.
+between units (a .c and its .h are one unit). `check` returns every violation, and
+`check_calls` the same rules applied to what the built objects call (nm); `figures`
+counts the files at the module/ root, the units in include cycles and the backends'
+includes of core headers.
 """
 from __future__ import annotations
 
@@ -103,7 +105,7 @@ def _folder_of(path: str) -> str:
 
 
 def program_of(path: str) -> Program | None:
-    """The program a source belongs to: the one naming its folder (the deepest match)."""
+    """The program a source belongs to: the one naming its folder."""
     folder = _folder_of(path)
     best: Program | None = None
     best_len = -1
@@ -130,15 +132,16 @@ def sources(root: Path = paths.ROOT) -> list[str]:
 
 def _resolve(root: Path, source: str, spelled: str,
              include_dirs: Iterable[str]) -> tuple[str | None, bool]:
-    """(target, found only in the including file's own folder)."""
-    for d in include_dirs:
-        p = root / d / spelled
-        if p.is_file():
-            return p.resolve().relative_to(root.resolve()).as_posix(), False
-    p = root / _folder_of(source) / spelled
-    if p.is_file():
-        return p.resolve().relative_to(root.resolve()).as_posix(), True
-    return None, False
+    """(target, found only in the including file's own folder), searching as the compiler
+    searches a quoted include: the including file's folder, then the -I directories."""
+    def found(p: Path) -> str | None:
+        return p.resolve().relative_to(root.resolve()).as_posix() if p.is_file() else None
+
+    via_dirs = next((t for t in (found(root / d / spelled) for d in include_dirs) if t), None)
+    beside = found(root / _folder_of(source) / spelled)
+    if beside is not None:
+        return beside, via_dirs is None
+    return via_dirs, False
 
 
 def includes(root: Path = paths.ROOT) -> tuple[list[Include], list[str]]:
