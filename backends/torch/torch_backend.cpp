@@ -21,9 +21,7 @@
 #include "torch/torch_script.h"
 
 #include <c10/core/InferenceMode.h>
-#include <c10/core/CPUAllocator.h>
-#include <ATen/Parallel.h>
-#include <torch/cuda.h>
+#include <torch/script.h>
 
 #include <algorithm>
 #include <array>

@@ -18,6 +18,7 @@
 #include <c10/core/InferenceMode.h>
 #include <c10/core/CPUAllocator.h>
 #include <ATen/Parallel.h>
+#include <ATen/ops/from_blob.h>
 #include <torch/cuda.h>
 
 #include <algorithm>

@@ -15,7 +15,12 @@
 #ifndef REDISAI_TORCH_COMMON_H
 #define REDISAI_TORCH_COMMON_H
 
-#include <torch/script.h>
+/* ATen's tensor and IValue and c10's device, not <torch/script.h>: the JIT's
+ * headers take most of a translation unit's compile time, and only the files
+ * that load or compile TorchScript need them. */
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
 
 #include <exception>
 #include <string>

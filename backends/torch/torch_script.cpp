@@ -30,6 +30,7 @@
 #include "redisai/reply_texts.h"
 
 #include <c10/core/InferenceMode.h>
+#include <torch/script.h>
 #include <torch/csrc/jit/api/compilation_unit.h>
 #include <torch/csrc/jit/frontend/resolver.h>
 #include <torch/csrc/jit/runtime/custom_operator.h>
