@@ -21,6 +21,7 @@
 #include "core/config.h"
 #include "core/main_thread.h"
 #include "core/memory.h"
+#include "core/server.h"
 #include "engine/batch.h"
 #include "engine/host_api.h"
 #include "engine/inline_run.h"
@@ -95,11 +96,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         REDISMODULE_ERR) {
         return REDISMODULE_ERR;
     }
-    int server = RedisModule_GetServerVersion ? RedisModule_GetServerVersion() : 0;
-    if (server < 0x00060000) {
-        RedisModule_Log(ctx, "warning", "RedisAI needs Redis 6.0.0 or newer");
-        return REDISMODULE_ERR;
-    }
+    if (Server_Init(ctx) != REDISMODULE_OK) return REDISMODULE_ERR;
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS);
     MainThread_Init();
 

@@ -4,6 +4,7 @@
  */
 #include "commands/config_commands.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,8 @@
 #include "commands/config_list.h"
 #include "core/config.h"
 #include "core/messages.h"
+#include "core/server.h"
+#include "engine/noperm.h"
 #include "loader/backend_loader.h"
 
 /* ---------------------------- load-time arguments ------------------------- */
@@ -67,6 +70,18 @@ static int applyEarlyArg(RedisModuleCtx *ctx, const char *key, const char *val,
             return 0;
         }
         rai_config.backends_confined = !strcasecmp(val, "yes");
+    } else if (!strcasecmp(key, "UNSAFE_NO_ACL_CHECKS")) {
+        if (strcasecmp(val, "yes") && strcasecmp(val, "no")) {
+            RedisModule_Log(ctx, "warning",
+                            "ERR error processing argument: %s %s (expected yes or no)", key, val);
+            return 0;
+        }
+        rai_config.unsafe_no_acl_checks = !strcasecmp(val, "yes");
+        if (rai_config.unsafe_no_acl_checks && !Server_HasAclApi()) {
+            RedisModule_Log(ctx, "warning",
+                            "UNSAFE_NO_ACL_CHECKS yes: scripts' redis.execute and keys Redis does "
+                            "not see run unchecked against the caller's ACL user");
+        }
     } else if (!strcasecmp(key, "ISOLATE")) {
         RAI_BackendKind kind;
         if (!Backend_ParseKind(val, &kind)) {
@@ -89,7 +104,7 @@ static int applyEarlyArg(RedisModuleCtx *ctx, const char *key, const char *val,
 
 static int isEarlyArg(const char *key) {
     return !strcasecmp(key, "BACKENDSPATH") || !strcasecmp(key, "BACKENDS_CONFINED") ||
-           !strcasecmp(key, "ISOLATE") || !strcasecmp(key, "BACKEND_START_TIMEOUT");
+           !strcasecmp(key, "UNSAFE_NO_ACL_CHECKS") || !strcasecmp(key, "ISOLATE") || !strcasecmp(key, "BACKEND_START_TIMEOUT");
 }
 
 int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
@@ -130,52 +145,66 @@ int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
  * NULL: ""), asked of Redis's own ACL: the subcommands that are an
  * operator's (mayLoadCode, maySetOperatorSetting) are allowed to whoever
  * may run the Redis command they amount to. Returns 1 when allowed; else
- * replies NOPERM for ai.config|<sub> (and logs to ACL LOG when there is a
- * user to name) and returns 0.
+ * replies NOPERM for ai.config|<sub> in the server's words (noperm.h), with
+ * an ACL LOG entry when there is a user to name, and returns 0.
  *
  * Commands from the master link or AOF have no user and are allowed. A
  * call with no connected client behind it (a Lua script, another module's
  * RedisModule_Call, a TorchScript's redis.execute) is refused: Redis gives
  * a module no safe way to learn the user there (RM_GetCurrentUserName
- * dereferences a NULL user on module-call clients). */
+ * dereferences a NULL user on module-call clients). A server without the
+ * module ACL API (Redis 6.2) cannot check anyone: refused for every user. */
 static int mayRunAs(RedisModuleCtx *ctx, const char *sub, const char *as0, const char *as1,
                     RedisModuleString *as2) {
     int flags = RedisModule_GetContextFlags(ctx);
     if (flags & (REDISMODULE_CTX_FLAGS_REPLICATED | REDISMODULE_CTX_FLAGS_LOADING)) return 1;
-    char denied[128];
-    snprintf(denied, sizeof(denied),
-             "NOPERM this user has no permissions to run the 'ai.config|%s' command", sub);
+    if (!Server_HasAclApi()) {
+        char upper[32], msg[512];
+        size_t i = 0;
+        for (; sub[i] && i + 1 < sizeof(upper); i++) upper[i] = (char)toupper((unsigned char)sub[i]);
+        upper[i] = '\0';
+        snprintf(msg, sizeof(msg), SERVER_NO_ACL_CONFIG_FMT, upper, Server_VersionText());
+        RedisModule_ReplyWithError(ctx, msg);
+        return 0;
+    }
+    char cmd[64];
+    int cmd_len = snprintf(cmd, sizeof(cmd), "ai.config|%s", sub);
     RedisModuleString *name = RedisModule_GetClientUserNameById(ctx, RedisModule_GetClientId(ctx));
     if (name == NULL) {
         if (errno == ENOTSUP && !(flags & REDISMODULE_CTX_FLAGS_LUA)) return 1; /* master */
         RedisModule_Log(ctx, "warning",
                         "AI.CONFIG %s refused: called from a script or a module call, where the "
                         "caller's ACL user cannot be checked", sub);
+        char *denied = NoPerm_CommandText(NULL, cmd, (size_t)cmd_len);
         RedisModule_ReplyWithError(ctx, denied);
+        RedisModule_Free(denied);
         return 0;
     }
     RedisModuleUser *user = RedisModule_GetModuleUserFromUserName(name);
+    RedisModuleString *args[3] = {
+        RedisModule_CreateString(ctx, as0, strlen(as0)),
+        RedisModule_CreateString(ctx, as1, strlen(as1)),
+        as2 ? as2 : RedisModule_CreateString(ctx, "", 0),
+    };
     int ok = 0;
     if (user) {
-        RedisModuleString *args[3] = {
-            RedisModule_CreateString(ctx, as0, strlen(as0)),
-            RedisModule_CreateString(ctx, as1, strlen(as1)),
-            as2 ? as2 : RedisModule_CreateString(ctx, "", 0),
-        };
         ok = RedisModule_ACLCheckCommandPermissions(user, args, 3) == REDISMODULE_OK;
         if (!ok) {
-            char object[64];
-            snprintf(object, sizeof(object), "ai.config|%s", sub);
-            RedisModuleString *obj = RedisModule_CreateString(ctx, object, strlen(object));
+            RedisModuleString *obj = RedisModule_CreateString(ctx, cmd, (size_t)cmd_len);
             RedisModule_ACLAddLogEntry(ctx, user, obj, REDISMODULE_ACL_LOG_CMD);
             RedisModule_FreeString(ctx, obj);
+            NoPerm_Learn(ctx, name, args, 3);
         }
-        for (int i = 0; i < 2; i++) RedisModule_FreeString(ctx, args[i]);
-        if (!as2) RedisModule_FreeString(ctx, args[2]);
         RedisModule_FreeModuleUser(user);
     }
+    if (!ok) {
+        char *denied = NoPerm_CommandText(name, cmd, (size_t)cmd_len);
+        RedisModule_ReplyWithError(ctx, denied);
+        RedisModule_Free(denied);
+    }
+    for (int i = 0; i < 2; i++) RedisModule_FreeString(ctx, args[i]);
+    if (!as2) RedisModule_FreeString(ctx, args[2]);
     RedisModule_FreeString(ctx, name);
-    if (!ok) RedisModule_ReplyWithError(ctx, denied);
     return ok;
 }
 

@@ -8,7 +8,9 @@
 #include <strings.h>
 
 #include "core/backend_kind.h"
+#include "core/error.h"
 #include "core/messages.h"
+#include "core/server.h"
 #include "engine/caller.h"
 #include "types/run_stats.h"
 
@@ -87,8 +89,22 @@ static int scan(RedisModuleCtx *ctx, int argc, int scripts, const char *what) {
                  what);
         return RedisModule_ReplyWithError(ctx, msg);
     }
-    int gone;
-    RedisModuleUser *user = Caller_User(&caller, &gone);
+    int gone = 0;
+    RedisModuleUser *user = NULL;
+    if (Server_HasAclApi()) {
+        user = Caller_User(&caller, &gone);
+    } else {
+        /* No key can be checked alone: all of them, or none (caller.h). */
+        RAI_Error err;
+        Error_Init(&err);
+        int all = Caller_MayAccessAllKeys(ctx, &caller, &err);
+        if (all != REDISMODULE_OK) {
+            Caller_Clear(&caller);
+            RedisModule_ReplyWithError(ctx, Error_Message(&err));
+            Error_Clear(&err);
+            return REDISMODULE_OK;
+        }
+    }
     Caller_Clear(&caller);
     if (gone) return RedisModule_ReplyWithError(ctx, CALLER_NOPERM_GONE);
     RedisModule_Log(ctx, "warning", "%s is experimental and might be removed in future versions",

@@ -30,6 +30,11 @@ typedef struct RAI_Config {
      * the main thread when nothing else waits (inline_run.h); 0: never.
      * Read and written on the main thread only. */
     long long inline_run_max_us;
+    /* UNSAFE_NO_ACL_CHECKS yes: on a server without the module ACL API
+     * (core/server.h), run what cannot be checked against the caller's ACL
+     * user (a script's redis.execute, keys Redis does not see) unchecked
+     * instead of refusing it. No effect where the API exists. */
+    int unsafe_no_acl_checks;
 } RAI_Config;
 
 extern RAI_Config rai_config;

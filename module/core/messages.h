@@ -19,8 +19,29 @@
 #define CALLER_NOPERM_CHANNEL \
     "NOPERM this user has no permissions to access one of the channels used as arguments"
 #define CALLER_NOPERM_CMD_FMT "NOPERM this user has no permissions to run the '%.*s' command"
+/* Redis 7.2+'s and Valkey's (server.c getAclErrorMessage): a server's own
+ * words are learned from it (engine/noperm.h). */
+#define CALLER_NOPERM_KEY_72 "NOPERM No permissions to access a key"
+#define CALLER_NOPERM_CHANNEL_72 "NOPERM No permissions to access a channel"
+#define CALLER_NOPERM_CMD_FMT_72 "NOPERM User %.*s has no permissions to run the '%.*s' command"
 /* Ours: the user was deleted (ACL DELUSER) while its run waited or ran. */
 #define CALLER_NOPERM_GONE "NOPERM the user that started this run no longer exists"
+
+/* --- servers without the module ACL API (Redis 6.2; core/server.h) --- */
+/* Ours: what only an operator may do cannot be checked there. */
+#define SERVER_NO_ACL_CONFIG_FMT                                                             \
+    "ERR AI.CONFIG %s is not available on this server (%s): it lacks the module ACL API "   \
+    "(Redis 7.0) needed to check who may run it; set it with module arguments instead"
+/* Ours: a script's call into Redis cannot be checked against its caller. */
+#define SERVER_NO_ACL_CALL                                                                   \
+    "ERR redis.execute is refused on this server: it lacks the module ACL API (Redis 7.0) "  \
+    "needed to check the command against the caller's ACL user (the module argument "       \
+    "UNSAFE_NO_ACL_CHECKS yes runs it unchecked)"
+/* Ours: a key Redis did not check, for a user not allowed every key. */
+#define SERVER_NO_ACL_KEY                                                                    \
+    "ERR this server cannot check a key against the caller's ACL user: it lacks the module " \
+    "ACL API (Redis 7.0) and the user may not access every key (the module argument "       \
+    "UNSAFE_NO_ACL_CHECKS yes skips the check)"
 
 /* --- keys --- */
 #define RAI_ERR_MODEL_KEY_EMPTY "ERR model key is empty"

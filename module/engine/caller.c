@@ -6,7 +6,10 @@
 #include <errno.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "core/messages.h"
+#include "core/server.h"
+#include "engine/noperm.h"
 
 static __thread const RAI_Caller *current = NULL;
 
@@ -20,23 +23,9 @@ const RAI_Caller *Caller_SetCurrent(const RAI_Caller *c) {
     return prev;
 }
 
-/* Redis 7.0 added what checking a user needs; an older server (the module
- * loads on >= 6.0) leaves these NULL. */
-static int aclApi(void) {
-    return RedisModule_GetClientUserNameById && RedisModule_GetModuleUserFromUserName &&
-           RedisModule_FreeModuleUser && RedisModule_ACLCheckCommandPermissions &&
-           RedisModule_ACLCheckKeyPermissions && RedisModule_ACLAddLogEntry &&
-           RedisModule_GetCommandKeys && RedisModule_SetContextUser;
-}
-
 CallerLookup Caller_Capture(RedisModuleCtx *ctx, RAI_Caller *c) {
     memset(c, 0, sizeof(*c));
     c->db = RedisModule_GetSelectedDb(ctx);
-    if (!aclApi()) {
-        /* No user can be checked: RedisAI 1.2's behaviour, in the caller's DB. */
-        c->known = 1;
-        return CALLER_FOUND;
-    }
     /* Inside our own redis.execute (a worker holding the GIL): the command
      * runs on a temporary client that has no id to look up; it acts for
      * the run's caller. */
@@ -72,13 +61,70 @@ void Caller_Clear(RAI_Caller *c) {
 RedisModuleUser *Caller_User(const RAI_Caller *c, int *gone) {
     *gone = 0;
     if (c == NULL || c->user == NULL) return NULL;
+    /* Callers ask only where the server can check a user: fail closed. */
+    if (!Server_HasAclApi()) {
+        *gone = 1;
+        return NULL;
+    }
     RedisModuleUser *u = RedisModule_GetModuleUserFromUserName(c->user);
     if (u == NULL) *gone = 1;
     return u;
 }
 
+/* Whether ACL GETUSER lists `flag` (e.g. "allkeys") for the user: 1, 0, or
+ * -1 when the user no longer exists. Redis 6.2 answers an array of
+ * name/value pairs whose "flags" value is an array of words. */
+static int userHasFlag(RedisModuleCtx *ctx, RedisModuleString *user, const char *flag) {
+    RedisModuleCallReply *r = RedisModule_Call(ctx, "ACL", "cs", "GETUSER", user);
+    if (r == NULL) return 0;
+    int found = -1;
+    if (RedisModule_CallReplyType(r) == REDISMODULE_REPLY_ARRAY) {
+        found = 0;
+        size_t n = RedisModule_CallReplyLength(r);
+        for (size_t i = 0; i + 1 < n && !found; i += 2) {
+            size_t len;
+            const char *name =
+                RedisModule_CallReplyStringPtr(RedisModule_CallReplyArrayElement(r, i), &len);
+            if (name == NULL || len != 5 || memcmp(name, "flags", 5)) continue;
+            RedisModuleCallReply *flags = RedisModule_CallReplyArrayElement(r, i + 1);
+            size_t nf = RedisModule_CallReplyLength(flags);
+            for (size_t j = 0; j < nf && !found; j++) {
+                const char *f =
+                    RedisModule_CallReplyStringPtr(RedisModule_CallReplyArrayElement(flags, j), &len);
+                found = f != NULL && len == strlen(flag) && !memcmp(f, flag, len);
+            }
+        }
+    }
+    RedisModule_FreeCallReply(r);
+    return found;
+}
+
+int Caller_MayAccessAllKeys(RedisModuleCtx *ctx, const RAI_Caller *c, RAI_Error *err) {
+    if (c == NULL || c->user == NULL || rai_config.unsafe_no_acl_checks) return REDISMODULE_OK;
+    int all = userHasFlag(ctx, c->user, "allkeys");
+    if (all == 1) return REDISMODULE_OK;
+    Error_Set(err, all < 0 ? CALLER_NOPERM_GONE : SERVER_NO_ACL_KEY);
+    return REDISMODULE_ERR;
+}
+
+/* For the words of the refusal only (noperm.h): a command that needs the
+ * access asked for, on that key. */
+static void learnWords(RedisModuleCtx *ctx, RedisModuleString *uname, RedisModuleString *key,
+                       int flags) {
+    int write = !(flags & REDISMODULE_CMD_KEY_ACCESS);
+    RedisModuleString *argv[3] = {
+        RedisModule_CreateString(ctx, write ? "SET" : "GET", 3),
+        key,
+        RedisModule_CreateString(ctx, "x", 1),
+    };
+    NoPerm_Learn(ctx, uname, argv, write ? 3 : 2);
+    RedisModule_FreeString(ctx, argv[0]);
+    RedisModule_FreeString(ctx, argv[2]);
+}
+
 int Caller_CheckKey(RedisModuleCtx *ctx, const RAI_Caller *c, RedisModuleString *key, int flags,
                     RAI_Error *err) {
+    if (!Server_HasAclApi()) return Caller_MayAccessAllKeys(ctx, c, err);
     int gone;
     RedisModuleUser *u = Caller_User(c, &gone);
     if (u == NULL) {
@@ -89,7 +135,8 @@ int Caller_CheckKey(RedisModuleCtx *ctx, const RAI_Caller *c, RedisModuleString 
     int rc = RedisModule_ACLCheckKeyPermissions(u, key, flags);
     if (rc != REDISMODULE_OK) {
         RedisModule_ACLAddLogEntry(ctx, u, key, REDISMODULE_ACL_LOG_KEY);
-        Error_Set(err, CALLER_NOPERM_KEY);
+        learnWords(ctx, c->user, key, flags);
+        Error_Set(err, NoPerm_KeyText());
     }
     RedisModule_FreeModuleUser(u);
     return rc;

@@ -32,15 +32,23 @@ CallerLookup Caller_Capture(RedisModuleCtx *ctx, RAI_Caller *c);
 void Caller_Clear(RAI_Caller *c);
 
 /* Resolves the caller's user; NULL when the caller has no user (set *gone
- * when it had one that no longer exists). Free with RedisModule_FreeModuleUser.
- * Needs the GIL. */
+ * when it had one that no longer exists, or on a server without the module
+ * ACL API, core/server.h, where no user can be resolved). Free with
+ * RedisModule_FreeModuleUser. Needs the GIL. */
 RedisModuleUser *Caller_User(const RAI_Caller *c, int *gone);
 
 /* Checks one key for the caller with REDISMODULE_CMD_KEY_* access flags.
- * Refused: an ACL LOG entry (reason key) and err = CALLER_NOPERM_KEY (or
- * CALLER_NOPERM_GONE). Needs the GIL. */
+ * Refused: an ACL LOG entry (reason key) and err = the server's NOPERM key
+ * text (noperm.h), or CALLER_NOPERM_GONE. On a server without the module
+ * ACL API, Caller_MayAccessAllKeys instead. Needs the GIL. */
 int Caller_CheckKey(RedisModuleCtx *ctx, const RAI_Caller *c, RedisModuleString *key, int flags,
                     RAI_Error *err);
+
+/* Where no single key can be checked (Redis 6.2): allowed when the caller
+ * has no user, its user may access every key (ACL GETUSER's "allkeys"), or
+ * the operator set UNSAFE_NO_ACL_CHECKS; else err = SERVER_NO_ACL_KEY (or
+ * CALLER_NOPERM_GONE). Needs the GIL. */
+int Caller_MayAccessAllKeys(RedisModuleCtx *ctx, const RAI_Caller *c, RAI_Error *err);
 
 /* The caller of the op the current worker thread runs (NULL off a run). */
 const RAI_Caller *Caller_Current(void);

@@ -15,9 +15,11 @@
 #include "core/error.h"
 #include "core/main_thread.h"
 #include "core/messages.h"
+#include "core/server.h"
 #include "core/tensor.h"
 #include "engine/caller.h"
 #include "engine/dag.h"
+#include "engine/noperm.h"
 #include "engine/run_queue.h"
 #include "redisai/reply_texts.h"
 #include "redismodule.h"
@@ -110,7 +112,8 @@ static void convertReply(RedisModuleCallReply *r, RAI_CallReply *out) {
         break;
     case REDISMODULE_REPLY_DOUBLE:
         out->type = RAI_REPLY_DOUBLE;
-        out->dbl = RedisModule_CallReplyDouble(r);
+        /* RESP3 replies (Redis 7.0's "3" flag, not asked for): defensive */
+        out->dbl = RedisModule_CallReplyDouble ? RedisModule_CallReplyDouble(r) : 0;
         break;
     case REDISMODULE_REPLY_ARRAY:
     case REDISMODULE_REPLY_SET:
@@ -162,58 +165,39 @@ static const char *blockingCommand(const char *cmd) {
     return NULL;
 }
 
-/* The object named between `prefix` and `suffix` in an ACL DRYRUN text. */
-static int dryrunObject(const char *p, size_t len, const char *prefix, const char *suffix,
-                        const char **obj, size_t *objlen) {
-    size_t lp = strlen(prefix), ls = strlen(suffix);
-    if (len < lp + ls || memcmp(p, prefix, lp) || memcmp(p + len - ls, suffix, ls)) return 0;
-    *obj = p + lp;
-    *objlen = len - lp - ls;
-    return 1;
-}
-
 /* Why user u may not run argv, told as Redis tells a client (the NOPERM
- * texts of processCommand), with an ACL LOG entry for the user. Redis's own
- * ACL DRYRUN says which rule refused it (command, key or channel; with
- * selectors the same choice as for a client). NULL when DRYRUN gives no
- * verdict (an arity error): the call then reports that itself, and its "C"
- * flag still checks the ACL. */
+ * texts of processCommand, in the server's words: noperm.h), with an ACL
+ * LOG entry for the user. Redis's own ACL DRYRUN says which rule refused it
+ * (command, key or channel; with selectors the same choice as for a
+ * client). NULL when DRYRUN gives no verdict (an arity error): the call
+ * then reports that itself, and its "C" flag still checks the ACL. */
 static RAI_CallReply *refusal(RedisModuleCtx *ctx, RedisModuleUser *u, RedisModuleString *uname,
                               RedisModuleString **argv, int argc) {
-    RedisModuleCallReply *r =
-        RedisModule_Call(ctx, "ACL", "csv", "DRYRUN", uname, argv, (size_t)argc);
-    if (r == NULL) return NULL;
+    NoPermVerdict v;
     RAI_CallReply *out = NULL;
-    size_t len = 0, objlen = 0;
-    const char *p = RedisModule_CallReplyType(r) == REDISMODULE_REPLY_STRING
-                        ? RedisModule_CallReplyStringPtr(r, &len)
-                        : NULL;
+    size_t len;
     const char *obj;
-    RedisModuleACLLogEntryReason reason;
-    if (p == NULL) {
-        goto done;
-    } else if (dryrunObject(p, len, "This user has no permissions to run the '", "' command", &obj,
-                            &objlen)) {
-        char msg[512];
-        snprintf(msg, sizeof(msg), CALLER_NOPERM_CMD_FMT, (int)objlen, obj);
+    switch (NoPerm_DryRun(ctx, uname, argv, argc, &v)) {
+    case NOPERM_NONE:
+        return NULL;
+    case NOPERM_COMMAND: {
+        obj = RedisModule_StringPtrLen(v.object, &len);
+        char *msg = NoPerm_CommandText(uname, obj, len);
         out = errorReply(msg);
-        reason = REDISMODULE_ACL_LOG_CMD;
-    } else if (dryrunObject(p, len, "This user has no permissions to access the '", "' key", &obj,
-                            &objlen)) {
-        out = errorReply(CALLER_NOPERM_KEY);
-        reason = REDISMODULE_ACL_LOG_KEY;
-    } else if (dryrunObject(p, len, "This user has no permissions to access the '", "' channel",
-                            &obj, &objlen)) {
-        out = errorReply(CALLER_NOPERM_CHANNEL);
-        reason = REDISMODULE_ACL_LOG_CHANNEL;
-    } else {
-        goto done;
+        RedisModule_Free(msg);
+        RedisModule_ACLAddLogEntry(ctx, u, v.object, REDISMODULE_ACL_LOG_CMD);
+        break;
     }
-    RedisModuleString *object = RedisModule_CreateString(ctx, obj, objlen);
-    RedisModule_ACLAddLogEntry(ctx, u, object, reason);
-    RedisModule_FreeString(ctx, object);
-done:
-    RedisModule_FreeCallReply(r);
+    case NOPERM_KEY:
+        out = errorReply(NoPerm_KeyText());
+        RedisModule_ACLAddLogEntry(ctx, u, v.object, REDISMODULE_ACL_LOG_KEY);
+        break;
+    case NOPERM_CHANNEL:
+        out = errorReply(NoPerm_ChannelText());
+        RedisModule_ACLAddLogEntry(ctx, u, v.object, REDISMODULE_ACL_LOG_CHANNEL);
+        break;
+    }
+    NoPerm_Clear(ctx, &v);
     return out;
 }
 
@@ -249,13 +233,77 @@ static void unlockRedis(RedisModuleCtx *ctx) {
     if (!MainThread_Is()) RedisModule_ThreadSafeContextUnlock(ctx);
 }
 
-/* Runs on a worker thread: takes Redis's global lock for the call only.
- * Acts for the run's caller (caller.h): in its DB, and, when it has an ACL
- * user, only for what that user may run, the command then running as that
- * user ("C", so that e.g. an EVAL it calls is checked against it too).
- * "M": deny-oom commands are refused over maxmemory, as for a client.
- * Propagation ("!") as RedisAI 1.2; errors come back as replies ("E") so
+/* Calls argv (argv[0] the command) with RedisModule_Call's flags fmt
+ * (without its trailing "v"). */
+static RAI_CallReply *callConverted(RedisModuleCtx *ctx, const char *fmt, RedisModuleString **argv,
+                                    int argc) {
+    char f[8];
+    snprintf(f, sizeof(f), "%sv", fmt);
+    RedisModuleCallReply *r = RedisModule_Call(
+        ctx, RedisModule_StringPtrLen(argv[0], NULL), f, argv + 1, (size_t)(argc - 1));
+    if (r == NULL) {
+        return errorReply(errno == ENOENT ? "ERR unknown command" : "ERR command could not be called");
+    }
+    RAI_CallReply *out = RedisModule_Alloc(sizeof(*out));
+    convertReply(r, out);
+    RedisModule_FreeCallReply(r);
+    return out;
+}
+
+/* Whether COMMAND INFO lists the command as deny-oom. */
+static int denyOom(RedisModuleCtx *ctx, RedisModuleString *cmd) {
+    RedisModuleCallReply *r = RedisModule_Call(ctx, "COMMAND", "cs", "INFO", cmd);
+    if (r == NULL) return 0;
+    int found = 0;
+    RedisModuleCallReply *info = RedisModule_CallReplyArrayElement(r, 0);
+    RedisModuleCallReply *flags = info ? RedisModule_CallReplyArrayElement(info, 2) : NULL;
+    size_t n = flags ? RedisModule_CallReplyLength(flags) : 0;
+    for (size_t i = 0; i < n && !found; i++) {
+        size_t len;
+        const char *f =
+            RedisModule_CallReplyStringPtr(RedisModule_CallReplyArrayElement(flags, i), &len);
+        found = f != NULL && len == 7 && !memcmp(f, "denyoom", 7);
+    }
+    RedisModule_FreeCallReply(r);
+    return found;
+}
+
+/* A server without the module ACL API (Redis 6.2) can check neither the
+ * caller's user nor maxmemory for a call (RedisModule_Call's "C" and "M"
+ * arrived with that API in 7.0): a caller with a user is refused unless the
+ * operator chose UNSAFE_NO_ACL_CHECKS, and a deny-oom command is refused
+ * over maxmemory here, as Redis refuses it to a Lua script. */
+static RAI_CallReply *callUnaided(RedisModuleCtx *ctx, const RAI_Caller *caller,
+                                  RedisModuleString **argv, int argc) {
+    if (caller != NULL && caller->user != NULL && !rai_config.unsafe_no_acl_checks) {
+        return errorReply(SERVER_NO_ACL_CALL);
+    }
+    if ((RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_OOM) && denyOom(ctx, argv[0])) {
+        return errorReply(RAI_OOM_MSG);
+    }
+    return callConverted(ctx, "!", argv, argc);
+}
+
+/* Acts for the caller: when it has an ACL user, only for what that user
+ * may run, the command then running as that user ("C", so that e.g. an EVAL
+ * it calls is checked against it too). "M": deny-oom commands are refused
+ * over maxmemory, as for a client. Errors come back as replies ("E") so
  * that scripts can raise them with Redis's own text. */
+static RAI_CallReply *callChecked(RedisModuleCtx *ctx, const RAI_Caller *caller,
+                                  RedisModuleString **argv, int argc, RedisModuleUser **user) {
+    if (caller == NULL || caller->user == NULL) return callConverted(ctx, "!EM", argv, argc);
+    int gone = 0;
+    *user = Caller_User(caller, &gone);
+    if (*user == NULL) return errorReply(CALLER_NOPERM_GONE);
+    RAI_CallReply *out = checkPermissions(ctx, *user, caller->user, argv, argc);
+    if (out != NULL) return out;
+    RedisModule_SetContextUser(ctx, *user);
+    return callConverted(ctx, "!EMC", argv, argc);
+}
+
+/* Runs on a worker thread: takes Redis's global lock for the call only.
+ * Acts for the run's caller (caller.h): in its DB and, as far as the server
+ * can check, with its ACL user's rights. Propagation ("!") as RedisAI 1.2. */
 static RAI_CallReply *hostRedisCall(const char *cmd, const char *const *args, const size_t *lens,
                                     size_t nargs) {
     const char *blocking = blockingCommand(cmd);
@@ -274,31 +322,9 @@ static RAI_CallReply *hostRedisCall(const char *cmd, const char *const *args, co
     for (size_t i = 0; i < nargs; i++) {
         argv[i + 1] = RedisModule_CreateString(ctx, args[i], lens[i]);
     }
-    RAI_CallReply *out = NULL;
     RedisModuleUser *user = NULL;
-    const char *fmt = "!EMv";
-    int gone = 0;
-    if (caller != NULL && caller->user != NULL) {
-        user = Caller_User(caller, &gone);
-        if (user == NULL) {
-            out = errorReply(CALLER_NOPERM_GONE);
-            goto done;
-        }
-        out = checkPermissions(ctx, user, caller->user, argv, argc);
-        if (out != NULL) goto done;
-        RedisModule_SetContextUser(ctx, user);
-        fmt = "!EMCv";
-    }
-    RedisModuleCallReply *r = RedisModule_Call(ctx, cmd, fmt, argv + 1, nargs);
-    if (r == NULL) {
-        const char *why = errno == ENOENT ? "ERR unknown command" : "ERR command could not be called";
-        out = errorReply(why);
-    } else {
-        out = RedisModule_Alloc(sizeof(*out));
-        convertReply(r, out);
-        RedisModule_FreeCallReply(r);
-    }
-done:
+    RAI_CallReply *out = Server_HasAclApi() ? callChecked(ctx, caller, argv, argc, &user)
+                                            : callUnaided(ctx, caller, argv, argc);
     for (int i = 0; i < argc; i++) RedisModule_FreeString(ctx, argv[i]);
     RedisModule_Free(argv);
     unlockRedis(ctx);

@@ -56,7 +56,7 @@ def _tracked_files() -> list[Path]:
 
 def _c_string_literals(source: str) -> list[str]:
     """C string literals, adjacent literals joined ("a" "b" is "ab")."""
-    source = re.sub(r'"\s*\n\s*"', "", source)
+    source = re.sub(r'"\s*\\?\s*\n\s*"', "", source)
     source = re.sub(r'"\s+"', "", source)
     return [s.replace('\\"', '"') for s in re.findall(r'"((?:[^"\\]|\\.)*)"', source)]
 
