@@ -1,5 +1,5 @@
-"""Command line: python -m build_tools {setup,headers,build,build-variant,check,serve,package,
-install-package,layers}."""
+"""Command line: python -m build_tools {setup,headers,servers,build,build-variant,check,serve,
+package,install-package,layers}."""
 from __future__ import annotations
 
 import argparse
@@ -21,6 +21,11 @@ def _parser() -> argparse.ArgumentParser:
     h = sub.add_parser("headers", help="fetch redismodule.h (and ORT headers) into the cache")
     h.add_argument("--onnxruntime", action="store_true",
                    help="also fetch the ONNX Runtime C headers")
+
+    sv = sub.add_parser("servers", help="fetch the other test servers into the cache (as setup "
+                                        "does) and print where each is")
+    sv.add_argument("--where", action="store_true",
+                    help="only print the executables, fetching nothing")
 
     b = sub.add_parser("build", help="configure, compile and lay out the install tree")
     b.add_argument("--variant", default="cpu", help="backend variant name (default: cpu)")
@@ -112,6 +117,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"[headers] redismodule.h: {headers.redismodule_include_dir()}")
             if args.onnxruntime:
                 print(f"[headers] onnxruntime: {headers.onnxruntime_include_dir()}")
+        elif args.command == "servers":
+            from . import servers
+            if not args.where:
+                servers.ensure_servers()
+            for name in servers.server_names():
+                try:
+                    print(f"{name} {servers.executable(name)}")
+                except BuildError as exc:
+                    print(f"{name} missing: {exc.message}")
         elif args.command == "build":
             from .build import build
             build(variant=args.variant, jobs=args.jobs, sanitize=args.sanitize,

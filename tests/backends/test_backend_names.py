@@ -26,6 +26,7 @@ import pytest
 
 import onnx_models as om
 import rdb_payloads as rp
+from acl_wording import learn
 from helpers import LOAD_ERR, LogMark, arity, assert_error, assert_error_startswith, assert_ok
 from helpers import info_field
 from model_io import get, put
@@ -36,7 +37,6 @@ from redis_server import RedisServer, start_expecting_failure
 from resp import RawClient, RespError
 
 RESTRICTED = ["on", ">pw", "+@all", "-@admin", "-@dangerous", "~*"]
-NOPERM_LOAD = "NOPERM this user has no permissions to run the 'ai.config|loadbackend' command"
 FALLBACK_FIELD = "ai_models_on_fallback_backend"
 
 
@@ -506,13 +506,14 @@ def test_restricted_user_cannot_loadbackend_isolated(fresh, torch_name, onnx_nam
     """LOADBACKEND ... ISOLATED is as admin-only as LOADBACKEND. Naming a backend in
     MODELSTORE is not: like lazy loading, it only picks among the folders under
     BACKENDSPATH, which an admin chose."""
+    noperm_load = learn(fresh.port).command("dev", "ai.config|loadbackend")
     with RawClient(fresh.port) as admin, RawClient(fresh.port) as dev:
         assert_ok(admin.execute("ACL", "SETUSER", "dev", *RESTRICTED))
         assert_ok(dev.execute("AUTH", "dev", "pw"))
         assert_error(dev.execute("AI.CONFIG", "LOADBACKEND", "TORCH", torch_name, "ISOLATED"),
-                     NOPERM_LOAD)
+                     noperm_load)
         assert_error(dev.execute("AI.CONFIG", "loadbackend", "torch", "/tmp/x.so", "isolated"),
-                     NOPERM_LOAD)
+                     noperm_load)
         assert listing(admin)[torch_name]["loaded"] == 0
         assert_ok(store(dev, "m", onnx_name))
         assert_error_startswith(store(dev, "m", "/tmp/redisai_x/redisai_onnxruntime.so"),

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from acl_wording import AclWording, learn
 from helpers import LOAD_ERR, LogMark, assert_error, assert_error_startswith, assert_ok
 from native import cc_shared
 from paths import ROOT
@@ -44,8 +45,9 @@ def _abi() -> tuple[int, int]:
     return major, minor
 
 
-def _noperm(sub: str) -> str:
-    return f"NOPERM this user has no permissions to run the 'ai.config|{sub}' command"
+def _noperm(wording: AclWording, user: str, sub: str) -> str:
+    """The refusal of AI.CONFIG <sub> for `user`, in the server's own words."""
+    return wording.command(user, f"ai.config|{sub}")
 
 
 # --------------------------------------------------------------------------------------
@@ -179,21 +181,26 @@ def test_restricted_user_may_not_load_or_move_backendspath(module_path, trust, t
     shutil.copyfile(trust.no_note, planted / "redisai_onnxruntime.so")
     s = RedisServer(module_path, ["BACKENDSPATH", str(admin_path)])
     try:
+        wording = learn(s.port)
+
+        def noperm(sub: str) -> str:
+            return _noperm(wording, "dev", sub)
+
         with RawClient(s.port) as admin, RawClient(s.port) as dev:
             assert_ok(admin.execute("ACL", "SETUSER", "dev", *RESTRICTED))
             assert_ok(dev.execute("AUTH", "dev", "pw"))
             assert_ok(admin.execute("ACL", "LOG", "RESET"))
             for kind, path in (("TF", trust.ctor_no_entry), ("ONNX", trust.onnx_ok)):
                 assert_error(dev.execute("AI.CONFIG", "LOADBACKEND", kind, str(path)),
-                             _noperm("loadbackend"))
+                             noperm("loadbackend"))
             assert_error(dev.execute("AI.CONFIG", "BACKENDSPATH", str(planted.parent)),
-                         _noperm("backendspath"))
+                         noperm("backendspath"))
             # Case does not matter, nor does MULTI: the same check.
             assert_error(dev.execute("ai.config", "loadbackend", "onnx", str(trust.onnx_ok)),
-                         _noperm("loadbackend"))
+                         noperm("loadbackend"))
             assert_ok(dev.execute("MULTI"))
             dev.execute("AI.CONFIG", "BACKENDSPATH", str(planted.parent))
-            assert dev.execute("EXEC") == [RespError(_noperm("backendspath"))]
+            assert dev.execute("EXEC") == [RespError(noperm("backendspath"))]
             # What stays open to dev.
             assert dev.execute("AI.CONFIG", "GET", "BACKENDSPATH") == str(admin_path).encode()
             assert_ok(dev.execute("AI.CONFIG", "MODEL_CHUNK_SIZE", 4096))
@@ -226,6 +233,11 @@ def test_acl_rules_decide_exactly_module_load(module_path, trust):
     no @admin but `+module|load` may (the check is Redis's ACL for MODULE LOAD)."""
     s = RedisServer(module_path)
     try:
+        wording = learn(s.port)
+
+        def noperm(sub: str) -> str:
+            return _noperm(wording, "nomod", sub)
+
         with RawClient(s.port) as admin, RawClient(s.port) as u:
             assert_ok(admin.execute("ACL", "SETUSER", "ops", "on", ">pw", "+@all", "~*"))
             assert_ok(admin.execute("ACL", "SETUSER", "nomod", "on", ">pw", "+@all",
@@ -233,9 +245,9 @@ def test_acl_rules_decide_exactly_module_load(module_path, trust):
             assert_ok(admin.execute("ACL", "SETUSER", "loader", "on", ">pw", "-@all",
                                     "+ai.config", "+module|load", "+ping"))
             assert_ok(u.execute("AUTH", "nomod", "pw"))
-            assert_error(u.execute("AI.CONFIG", "BACKENDSPATH", "/tmp"), _noperm("backendspath"))
+            assert_error(u.execute("AI.CONFIG", "BACKENDSPATH", "/tmp"), noperm("backendspath"))
             assert_error(u.execute("AI.CONFIG", "LOADBACKEND", "TF", str(trust.major_999)),
-                         _noperm("loadbackend"))
+                         noperm("loadbackend"))
             assert_ok(u.execute("AUTH", "loader", "pw"))
             before = admin.execute("AI.CONFIG", "GET", "BACKENDSPATH")
             assert_ok(u.execute("AI.CONFIG", "BACKENDSPATH", str(trust.dir)))
@@ -251,13 +263,15 @@ def test_acl_rules_decide_exactly_module_load(module_path, trust):
             p.unlink()
 
 
-def test_scripts_cannot_load_backends(c, trust):
+def test_scripts_cannot_load_backends(srv, c, trust):
     """From Lua (even as the default user) the caller cannot be checked: refused."""
+    wording = learn(srv.port)
     for sub, args in (("loadbackend", ["ONNX", str(trust.onnx_ok)]),
                       ("backendspath", ["/tmp"])):
         script = "return redis.call('AI.CONFIG', ARGV[1], ARGV[2], ARGV[3])"
         reply = c.execute("EVAL", script, 0, sub.upper(), *(args + [""])[:2])
-        assert isinstance(reply, RespError) and _noperm(sub) in str(reply), reply
+        assert isinstance(reply, RespError), reply
+        assert _noperm(wording, "default", sub) in str(reply), reply
     assert trust.ran() == []
 
 
@@ -276,6 +290,7 @@ def test_torchscript_redis_execute_cannot_load_backends(module_path, install_dir
     real_folder(install_dir, "torch")
     s = RedisServer(module_path)
     try:
+        wording = learn(s.port)
         with RawClient(s.port) as c:
             before = c.execute("AI.CONFIG", "GET", "BACKENDSPATH")
             assert_ok(c.execute("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 2, "set_path",
@@ -283,7 +298,8 @@ def test_torchscript_redis_execute_cannot_load_backends(module_path, install_dir
             for fn, sub, arg in (("set_path", "backendspath", "/tmp"),
                                  ("load", "loadbackend", str(trust.onnx_ok))):
                 reply = c.execute("AI.SCRIPTEXECUTE", "s", fn, "KEYS", 1, "k", "ARGS", 1, arg)
-                assert isinstance(reply, RespError) and _noperm(sub) in str(reply), reply
+                assert isinstance(reply, RespError), reply
+                assert _noperm(wording, "default", sub) in str(reply), reply
             assert c.execute("AI.CONFIG", "GET", "BACKENDSPATH") == before
             assert trust.ran() == []
             assert c.execute("PING") == "PONG"

@@ -4,9 +4,10 @@ security holes), and blocking AI.* commands are refused inside scripts (fuzz cra
 One TORCH server per module with two ACL users, as the outside tester defined them:
   dev: +@all -@admin -@dangerous ~*        app: +@all -@admin -@dangerous ~app:*
 Through a script's redis.execute each of them gets exactly the NOPERM text Redis gives it
-for the same command sent directly, raised in the script ("Redis command returned an error:
-<text>", inside the TorchScript interpreter's message, as RedisAI 1.2 replies); nothing the
-refused command would change changes; the ACL LOG names the user. redisAI.model_execute,
+for the same command sent directly (in the server's own words: tests/support/acl_wording.py),
+raised in the script ("Redis command returned an error: <text>", inside the TorchScript
+interpreter's message, as RedisAI 1.2 replies); nothing the refused command would change
+changes; the ACL LOG names the user. redisAI.model_execute,
 the deprecated AI.MODELRUN / AI.SCRIPTRUN ops inside AI.DAGRUN(_RO), and AI._MODELSCAN /
 AI._SCRIPTSCAN are checked against key patterns too (model_execute's refusal is raised in
 the script as well). redis.execute runs in the caller's DB, and with deny-oom under maxmemory.
@@ -23,6 +24,7 @@ import numpy as np
 import pytest
 
 import torch_models as tm
+from acl_wording import AclWording, learn
 from helpers import assert_error, assert_error_startswith, assert_ok
 from model_io import assert_same, get, put
 from paths import ROOT
@@ -30,7 +32,6 @@ from redis_server import Connect, RedisServer
 from resp import RawClient, RespError
 from script_errors import assert_script_error
 
-NOPERM_KEY = "NOPERM this user has no permissions to access one of the keys used as arguments"
 WRAP = "Redis command returned an error: "
 WOULD_BLOCK = ("ERR {} cannot run inside a script's redis.execute or a module's call: "
                "it would block")
@@ -77,6 +78,13 @@ def torch_server(torch_server: RedisServer) -> RedisServer:
         for name, (pw, rules) in USERS.items():
             assert_ok(admin.execute("ACL", "SETUSER", name, "on", f">{pw}", *rules.split()))
     return torch_server
+
+
+@pytest.fixture(scope="module")
+def wording(torch_server: RedisServer) -> AclWording:
+    """This server's NOPERM texts (7.0: `this user has no permissions to access one of the
+    keys used as arguments`, 7.2+ and Valkey: `No permissions to access a key`, ...)."""
+    return learn(torch_server.port)
 
 
 @pytest.fixture
@@ -149,7 +157,7 @@ DEV_REFUSED = [
 
 
 @pytest.mark.parametrize("command", DEV_REFUSED, ids=lambda c: " ".join(c[:2]))
-def test_dev_gets_the_refusal_redis_gives_it(torch_server, admin, dev, command):
+def test_dev_gets_the_refusal_redis_gives_it(torch_server, wording, admin, dev, command):
     admin.execute("SET", "k", "v")
     store_script(dev, "s")
     direct = dev.execute(*command)
@@ -161,8 +169,7 @@ def test_dev_gets_the_refusal_redis_gives_it(torch_server, admin, dev, command):
     [entry] = acl_log(admin)
     assert entry[b"username"] == b"dev" and entry[b"reason"] == b"command", entry
     assert entry[b"context"] == b"module", entry
-    assert str(direct) == f"NOPERM this user has no permissions to run the " \
-                          f"'{entry[b'object'].decode()}' command"
+    assert str(direct) == wording.command("dev", entry[b"object"].decode())
     # nothing changed
     assert admin.execute("GET", "k") == b"v"
     assert admin.execute("EXISTS", "o") == 0
@@ -223,21 +230,22 @@ def test_user_deleted_during_its_run_can_do_nothing_more(torch_server, admin):
 # app (~app:*): keys outside its pattern
 # --------------------------------------------------------------------------------------
 
-def test_app_cannot_read_or_write_other_keys_through_a_script(admin, app):
+def test_app_cannot_read_or_write_other_keys_through_a_script(wording, admin, app):
+    noperm_key = wording.key
     store_script(app, "app:s")
     admin.execute("SET", "secret", "s3cr3t")
     direct_get = app.execute("GET", "secret")
     direct_set = app.execute("SET", "secret", "x")
-    assert_error(direct_get, NOPERM_KEY)
-    assert_error(direct_set, NOPERM_KEY)
+    assert_error(direct_get, noperm_key)
+    assert_error(direct_set, noperm_key)
     assert_ok(admin.execute("ACL", "LOG", "RESET"))
 
     assert_script_error(app.execute("AI.SCRIPTEXECUTE", "app:s", "get_len", "KEYS", 1, "app:o",
                                     "ARGS", 1, "secret", "OUTPUTS", 1, "app:o"),
-                        WRAP + NOPERM_KEY)
-    assert_script_error(run_call(app, "app:s", "app:o", "SET", "secret", "x"), WRAP + NOPERM_KEY)
+                        WRAP + noperm_key)
+    assert_script_error(run_call(app, "app:s", "app:o", "SET", "secret", "x"), WRAP + noperm_key)
     assert_script_error(run_call(app, "app:s", "app:o", "DEL", "app:x", "secret"),
-                        WRAP + NOPERM_KEY)
+                        WRAP + noperm_key)
     assert admin.execute("GET", "secret") == b"s3cr3t"
     assert admin.execute("EXISTS", "app:o") == 0
     log = acl_log(admin)  # Redis merges equal entries, counting them
@@ -266,13 +274,12 @@ def test_arity_and_unknown_commands_keep_redis_texts(torch_server, admin, app):
     assert torch_server.alive()
 
 
-def test_channels_outside_the_users_pattern(admin, app):
+def test_channels_outside_the_users_pattern(wording, admin, app):
     """acl-pubsub-default resetchannels: app may publish nowhere; through a script the same
     NOPERM text and an ACL LOG entry with reason channel."""
     store_script(app, "app:s")
     direct = app.execute("PUBLISH", "news", "m")
-    assert_error(direct, "NOPERM this user has no permissions to access one of the channels "
-                         "used as arguments")
+    assert_error(direct, wording.channel)
     assert_ok(admin.execute("ACL", "LOG", "RESET"))
     assert_script_error(run_call(app, "app:s", "app:o", "PUBLISH", "news", "m"), WRAP + str(direct))
     [entry] = acl_log(admin)
@@ -280,7 +287,8 @@ def test_channels_outside_the_users_pattern(admin, app):
     assert entry[b"username"] == b"app", entry
 
 
-def test_app_cannot_run_another_model_through_model_execute(admin, app):
+def test_app_cannot_run_another_model_through_model_execute(wording, admin, app):
+    noperm_key = wording.key
     built = tm.add()
     for key in ("sec:m", "app:m"):
         assert_ok(admin.execute("AI.MODELSTORE", key, "TORCH", "CPU", "BLOB", built.blob))
@@ -291,7 +299,7 @@ def test_app_cannot_run_another_model_through_model_execute(admin, app):
     assert_ok(admin.execute("ACL", "LOG", "RESET"))
     assert_script_error(app.execute("AI.SCRIPTEXECUTE", "app:s", "model", "INPUTS", 2, "app:a",
                                     "app:b", "ARGS", 1, "sec:m", "OUTPUTS", 1, "app:o"),
-                        NOPERM_KEY)
+                        noperm_key)
     assert admin.execute("EXISTS", "app:o") == 0
     assert info_calls(admin, "sec:m") == before
     [entry] = acl_log(admin)
@@ -299,14 +307,15 @@ def test_app_cannot_run_another_model_through_model_execute(admin, app):
     # a missing key outside the pattern is refused the same way (no existence leak)
     assert_script_error(app.execute("AI.SCRIPTEXECUTE", "app:s", "model", "INPUTS", 2, "app:a",
                                     "app:b", "ARGS", 1, "sec:none", "OUTPUTS", 1, "app:o"),
-                        NOPERM_KEY)
+                        noperm_key)
     # its own model runs
     assert_ok(app.execute("AI.SCRIPTEXECUTE", "app:s", "model", "INPUTS", 2, "app:a", "app:b",
                           "ARGS", 1, "app:m", "OUTPUTS", 1, "app:o"))
     assert_same(get(admin, "app:o"), A + B)
 
 
-def test_deprecated_dag_ops_check_their_keys(admin, app):
+def test_deprecated_dag_ops_check_their_keys(wording, admin, app):
+    noperm_key = wording.key
     built = tm.add()
     assert_ok(admin.execute("AI.MODELSTORE", "sec:m", "TORCH", "CPU", "BLOB", built.blob))
     assert_ok(admin.execute("AI.MODELSTORE", "app:m", "TORCH", "CPU", "BLOB", built.blob))
@@ -317,18 +326,18 @@ def test_deprecated_dag_ops_check_their_keys(admin, app):
                   "|>", "AI.TENSORSET", "b", "FLOAT", 2, 2, "VALUES", 1, 1, 1, 1]
     assert_error(app.execute("AI.DAGRUN", *tensorsets, "|>", "AI.MODELRUN", "sec:m",
                              "INPUTS", "a", "b", "OUTPUTS", "o", "|>", "AI.TENSORGET", "o",
-                             "VALUES"), NOPERM_KEY)
+                             "VALUES"), noperm_key)
     assert_error(app.execute("AI.DAGRUN_RO", *tensorsets, "|>", "AI.SCRIPTRUN", "sec:s", "bar",
                              "INPUTS", "a", "b", "OUTPUTS", "o", "|>", "AI.TENSORGET", "o",
-                             "VALUES"), NOPERM_KEY)
+                             "VALUES"), noperm_key)
     assert info_calls(admin, "sec:m") == before_m
     assert info_calls(admin, "sec:s") == before_s
     log = acl_log(admin)
     assert {e[b"object"] for e in log} == {b"sec:m", b"sec:s"}, log
     assert all(e[b"username"] == b"app" and e[b"reason"] == b"key" for e in log), log
     # PERSIST and LOAD outside the pattern: Redis refuses them itself (getkeys), same text
-    assert_error(app.execute("AI.DAGRUN", "PERSIST", 1, "sec:o", *tensorsets), NOPERM_KEY)
-    assert_error(app.execute("AI.DAGRUN", "LOAD", 1, "sec:t", *tensorsets), NOPERM_KEY)
+    assert_error(app.execute("AI.DAGRUN", "PERSIST", 1, "sec:o", *tensorsets), noperm_key)
+    assert_error(app.execute("AI.DAGRUN", "LOAD", 1, "sec:t", *tensorsets), noperm_key)
     # allowed: its own model and script
     reply = app.execute("AI.DAGRUN", *tensorsets, "|>", "AI.MODELRUN", "app:m", "INPUTS", "a",
                         "b", "OUTPUTS", "o", "|>", "AI.TENSORGET", "o", "VALUES")
@@ -338,7 +347,7 @@ def test_deprecated_dag_ops_check_their_keys(admin, app):
     assert reply[-1] == [b"3", b"4", b"3", b"4"], reply
 
 
-def test_scans_list_only_readable_keys(admin, app):
+def test_scans_list_only_readable_keys(wording, admin, app):
     built = tm.add()
     for key in ("sec:m", "app:m"):
         assert_ok(admin.execute("AI.MODELSTORE", key, "TORCH", "CPU", "TAG", key + "-tag",
@@ -351,7 +360,7 @@ def test_scans_list_only_readable_keys(admin, app):
                                                        [b"sec:m", b"sec:m-tag"]]
     assert len(admin.execute("AI._SCRIPTSCAN")) == 2
     # AI.INFO declares its key: Redis checks it
-    assert_error(app.execute("AI.INFO", "sec:m"), NOPERM_KEY)
+    assert_error(app.execute("AI.INFO", "sec:m"), wording.key)
     assert app.execute("AI.INFO", "app:m")[1] == b"app:m"
     # through a script's redis.execute the scan acts for the caller too
     for user, want in ((app, 1), (admin, 2)):

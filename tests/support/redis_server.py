@@ -2,6 +2,7 @@
 what every test, the fuzzers and bench/ start."""
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 import socket
@@ -12,9 +13,18 @@ from typing import Callable, Mapping, Sequence
 
 import redis
 
+from build_tools import pins, servers
+from build_tools.errors import BuildError
 from resp import RawClient
 
 ISOLATE_ENV = "REDISAI_TEST_ISOLATE"
+# A server by name (`pytest --server NAME` sets it): redis-7.0 (Debian's, the default),
+# redis-6.2, redis-7.4, valkey-8.1, the executables `python3 -m build_tools setup` puts in
+# the cache (build_tools/servers.py).
+SERVER_ENV = "REDISAI_TEST_SERVER"
+# Another server executable by path, e.g. ci/asan/redis-server (AddressSanitizer preloaded
+# into the server only; see ci/asan-tests.sh). Tests read it as "an instrumented server".
+SERVER_EXE_ENV = "REDISAI_TEST_SERVER_EXE"
 
 
 def isolate_args() -> list[str]:
@@ -29,6 +39,29 @@ def isolate_args() -> list[str]:
     return [w for k in kinds for w in ("ISOLATE", k)]
 
 
+def server_name() -> str:
+    """The name of the server the tests run against (REDISAI_TEST_SERVER, else the default)."""
+    return os.environ.get(SERVER_ENV, "").strip() or pins.DEFAULT_SERVER
+
+
+@functools.lru_cache(maxsize=None)
+def _named_executable(name: str) -> str:
+    try:
+        return str(servers.executable(name))
+    except BuildError as exc:
+        raise RuntimeError(f"{SERVER_ENV}={name}: {exc.message}") from None
+
+
+def server_exe() -> str:
+    """The executable every RedisServer runs unless given one: REDISAI_TEST_SERVER_EXE's
+    path, else the executable of REDISAI_TEST_SERVER's name, else Debian's redis-server."""
+    exe = os.environ.get(SERVER_EXE_ENV, "").strip()
+    if exe:
+        return exe
+    name = os.environ.get(SERVER_ENV, "").strip()
+    return _named_executable(name) if name else "redis-server"
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -41,9 +74,7 @@ class RedisServer:
     def __init__(self, module: pathlib.Path | None, module_args: Sequence[str] = (),
                  extra: Sequence[str] = (), env: dict[str, str] | None = None,
                  exe: str | None = None, cwd: str | os.PathLike | None = None) -> None:
-        # REDISAI_TEST_SERVER_EXE: another redis-server executable, e.g. ci/asan/redis-server
-        # (AddressSanitizer preloaded into the server only; see ci/asan-tests.sh).
-        exe = exe or os.environ.get("REDISAI_TEST_SERVER_EXE") or "redis-server"
+        exe = exe or server_exe()
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="redisai-test-")
         self.logfile = pathlib.Path(self.dir) / "redis.log"

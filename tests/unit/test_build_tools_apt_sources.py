@@ -413,7 +413,7 @@ def test_private_apt_reads_the_machines_acquire_settings(tmp_path: Path,
     conf = write(tmp_path, "proxy.conf", 'Acquire::http::Proxy "http://proxy.test:3128/";\n')
     monkeypatch.setenv("APT_CONFIG", str(conf))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    apt = headers._PrivateApt("probe")
+    apt = headers.PrivateApt("probe")
 
     def dump(*options: str) -> dict[str, str]:
         out = subprocess.run(["apt-config", *options, "dump"], capture_output=True, text=True,
