@@ -17,6 +17,7 @@
 #include "commands/script_execute.h"
 #include "commands/tensor_commands.h"
 #include "core/messages.h"
+#include "core/server.h"
 #include "engine/dag.h"
 #include "engine/dag_start.h"
 #include "types/tensor_type.h"
@@ -101,11 +102,15 @@ static int bindOp(RAI_Dag *dag, RAI_DagOp *op, Names *names, RedisModuleString *
 
 /* Keys a DAG touches that Redis does not see (the deprecated ops' model and
  * script keys are not reported by getkeys) are checked here against the
- * caller's ACL user, before anything runs; those Redis sees are checked
- * again, which costs little and keeps one rule for all. Read: models,
- * scripts, LOAD; write: PERSIST. */
+ * caller's ACL user, before anything runs; those Redis sees (`seen`: LOAD,
+ * PERSIST, the AI.MODELEXECUTE / AI.SCRIPTEXECUTE ops' keys) are checked
+ * again, which costs little and keeps one rule for all, except on a server
+ * without the module ACL API, where the module can only ask whether the
+ * user may access every key (caller.h) and Redis's own check of the keys it
+ * saw must do. Read: models, scripts, LOAD; write: PERSIST. */
 static int checkKey(RedisModuleCtx *ctx, RAI_Dag *dag, RedisModuleString *key, int write,
-                    RAI_Error *err) {
+                    int seen, RAI_Error *err) {
+    if (seen && !Server_HasAclApi()) return REDISMODULE_OK;
     int flags = write ? REDISMODULE_CMD_KEY_UPDATE : REDISMODULE_CMD_KEY_ACCESS;
     return Caller_CheckKey(ctx, &dag->caller, key, flags, err);
 }
@@ -163,7 +168,7 @@ static int parseModelOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Nam
                         RedisModuleString **argv, int argc, RAI_Error *err) {
     int is_run = Args_TokenIs(argv[0], "AI.MODELRUN");
     if (checkSpelling(flavor, is_run, "MODEL", err) != REDISMODULE_OK) return REDISMODULE_ERR;
-    if (argc >= 2 && checkKey(ctx, dag, argv[1], 0, err) != REDISMODULE_OK) {
+    if (argc >= 2 && checkKey(ctx, dag, argv[1], 0, !is_run, err) != REDISMODULE_OK) {
         return REDISMODULE_ERR;
     }
     ExecuteArgs a;
@@ -186,7 +191,7 @@ static int parseScriptOp(RedisModuleCtx *ctx, DagFlavor flavor, RAI_Dag *dag, Na
         Error_Set(err, "ERR AI.SCRIPTEXECUTE command cannot be specified in a read-only DAG");
         return REDISMODULE_ERR;
     }
-    if (argc >= 2 && checkKey(ctx, dag, argv[1], 0, err) != REDISMODULE_OK) {
+    if (argc >= 2 && checkKey(ctx, dag, argv[1], 0, !is_run, err) != REDISMODULE_OK) {
         return REDISMODULE_ERR;
     }
     ScriptArgs a;
@@ -286,7 +291,7 @@ static int parseLoad(RedisModuleCtx *ctx, RAI_Dag *dag, Names *names, RedisModul
             return -1;
         }
         RedisModuleString *key = argv[pos + 2 + i];
-        if (checkKey(ctx, dag, key, 0, err) != REDISMODULE_OK) return -1;
+        if (checkKey(ctx, dag, key, 0, 1, err) != REDISMODULE_OK) return -1;
         RAI_Tensor *t = Tensor_FromKey(ctx, key, err);
         if (t == NULL) return -1;
         nameSet(names, key, Dag_AddSlot(dag, t));
@@ -323,7 +328,7 @@ static int parsePersist(RedisModuleCtx *ctx, RAI_Dag *dag, RedisModuleString **a
         }
     }
     for (long long i = 0; i < n; i++) {
-        if (checkKey(ctx, dag, argv[pos + 2 + i], 1, err) != REDISMODULE_OK) return -1;
+        if (checkKey(ctx, dag, argv[pos + 2 + i], 1, 1, err) != REDISMODULE_OK) return -1;
     }
     h->persist = argv + pos + 2;
     h->npersist = n;

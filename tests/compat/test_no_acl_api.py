@@ -292,6 +292,22 @@ def test_keys_redis_sees_are_checked_by_redis(srv, admin):
                             "OUTPUTS", 1, "app:o"))
 
 
+def test_dagexecute_keys_are_redis_s_to_check(srv, admin):
+    """Every key of AI.DAGEXECUTE is reported through getkeys: a user with key patterns runs
+    it inside them, and Redis refuses it the keys outside."""
+    store(admin, "app:s")
+    put(admin, "app:a", A)
+    dag = ("AI.DAGEXECUTE", "LOAD", 1, "app:a", "PERSIST", 1, "app:o", "|>",
+           "AI.SCRIPTEXECUTE", "app:s", "double", "INPUTS", 1, "app:a", "OUTPUTS", 1, "app:o")
+    with client(srv, "app") as c:
+        assert c.execute(*dag) == ["OK"]
+        assert_same(get(c, "app:o"), A * 2)
+        outside = tuple("x" if a == "app:o" else a for a in dag)
+        reply = c.execute(*outside)
+        assert isinstance(reply, RespError) and str(reply).startswith("NOPERM "), reply
+    assert admin.execute("EXISTS", "x") == 0
+
+
 def test_model_execute_in_a_script_needs_every_key(srv, admin):
     add = tm.add()
     assert_ok(admin.execute("AI.MODELSTORE", "app:m", "TORCH", "CPU", "BLOB", add.blob))
