@@ -25,6 +25,7 @@
 #include "engine/batch.h"
 #include "engine/host_api.h"
 #include "engine/inline_run.h"
+#include "engine/noperm.h"
 #include "engine/run_queue.h"
 #include "isolation/core/iso_proxy.h"
 #include "llapi/llapi_internal.h"
@@ -97,6 +98,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
         return REDISMODULE_ERR;
     }
     if (Server_Init(ctx) != REDISMODULE_OK) return REDISMODULE_ERR;
+    if (Server_HasAclApi()) NoPerm_Init(ctx);
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS);
     MainThread_Init();
 

@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "core/messages.h"
 #include "core/server.h"
+#include "engine/caller.h"
 #include "engine/noperm.h"
 #include "loader/backend_loader.h"
 
@@ -152,8 +153,10 @@ int Config_ApplyLoadArgs(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
  * call with no connected client behind it (a Lua script, another module's
  * RedisModule_Call, a TorchScript's redis.execute) is refused: Redis gives
  * a module no safe way to learn the user there (RM_GetCurrentUserName
- * dereferences a NULL user on module-call clients). A server without the
- * module ACL API (Redis 6.2) cannot check anyone: refused for every user. */
+ * dereferences a NULL user on module-call clients); the refusal names the
+ * run's caller for our own redis.execute, nobody otherwise. A server
+ * without the module ACL API (Redis 6.2) cannot check anyone: refused for
+ * every user. */
 static int mayRunAs(RedisModuleCtx *ctx, const char *sub, const char *as0, const char *as1,
                     RedisModuleString *as2) {
     int flags = RedisModule_GetContextFlags(ctx);
@@ -175,7 +178,9 @@ static int mayRunAs(RedisModuleCtx *ctx, const char *sub, const char *as0, const
         RedisModule_Log(ctx, "warning",
                         "AI.CONFIG %s refused: called from a script or a module call, where the "
                         "caller's ACL user cannot be checked", sub);
-        char *denied = NoPerm_CommandText(NULL, cmd, (size_t)cmd_len);
+        /* Our own redis.execute: the run's caller, whom the module can name. */
+        const RAI_Caller *run = Caller_Current();
+        char *denied = NoPerm_CommandText(run ? run->user : NULL, cmd, (size_t)cmd_len);
         RedisModule_ReplyWithError(ctx, denied);
         RedisModule_Free(denied);
         return 0;
@@ -193,7 +198,6 @@ static int mayRunAs(RedisModuleCtx *ctx, const char *sub, const char *as0, const
             RedisModuleString *obj = RedisModule_CreateString(ctx, cmd, (size_t)cmd_len);
             RedisModule_ACLAddLogEntry(ctx, user, obj, REDISMODULE_ACL_LOG_CMD);
             RedisModule_FreeString(ctx, obj);
-            NoPerm_Learn(ctx, name, args, 3);
         }
         RedisModule_FreeModuleUser(user);
     }

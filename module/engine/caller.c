@@ -107,21 +107,6 @@ int Caller_MayAccessAllKeys(RedisModuleCtx *ctx, const RAI_Caller *c, RAI_Error 
     return REDISMODULE_ERR;
 }
 
-/* For the words of the refusal only (noperm.h): a command that needs the
- * access asked for, on that key. */
-static void learnWords(RedisModuleCtx *ctx, RedisModuleString *uname, RedisModuleString *key,
-                       int flags) {
-    int write = !(flags & REDISMODULE_CMD_KEY_ACCESS);
-    RedisModuleString *argv[3] = {
-        RedisModule_CreateString(ctx, write ? "SET" : "GET", 3),
-        key,
-        RedisModule_CreateString(ctx, "x", 1),
-    };
-    NoPerm_Learn(ctx, uname, argv, write ? 3 : 2);
-    RedisModule_FreeString(ctx, argv[0]);
-    RedisModule_FreeString(ctx, argv[2]);
-}
-
 int Caller_CheckKey(RedisModuleCtx *ctx, const RAI_Caller *c, RedisModuleString *key, int flags,
                     RAI_Error *err) {
     if (!Server_HasAclApi()) return Caller_MayAccessAllKeys(ctx, c, err);
@@ -135,7 +120,6 @@ int Caller_CheckKey(RedisModuleCtx *ctx, const RAI_Caller *c, RedisModuleString 
     int rc = RedisModule_ACLCheckKeyPermissions(u, key, flags);
     if (rc != REDISMODULE_OK) {
         RedisModule_ACLAddLogEntry(ctx, u, key, REDISMODULE_ACL_LOG_KEY);
-        learnWords(ctx, c->user, key, flags);
         Error_Set(err, NoPerm_KeyText());
     }
     RedisModule_FreeModuleUser(u);

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/messages.h"
 
@@ -14,7 +15,7 @@ typedef enum Words {
     WORDS_72,  /* "User <name> has no permissions to ..." */
 } Words;
 
-/* Written and read under the GIL, and read by workers that hold it. */
+/* Written on the main thread at load; read by workers. */
 static int words = WORDS_UNKNOWN;
 
 static int learned(void) {
@@ -95,12 +96,29 @@ void NoPerm_Clear(RedisModuleCtx *ctx, NoPermVerdict *v) {
     v->kind = NOPERM_NONE;
 }
 
-void NoPerm_Learn(RedisModuleCtx *ctx, RedisModuleString *uname, RedisModuleString **argv,
-                  int argc) {
-    if (learned() != WORDS_UNKNOWN) return;
+void NoPerm_Init(RedisModuleCtx *ctx) {
+    char name[64];
+    snprintf(name, sizeof(name), "redisai-noperm-probe-%ld", (long)getpid());
+    RedisModuleCallReply *r = RedisModule_Call(ctx, "ACL", "cc", "GETUSER", name);
+    /* A user of that name (not ours): leave it alone, keep 7.0's words. */
+    int taken = r == NULL || RedisModule_CallReplyType(r) != REDISMODULE_REPLY_NULL;
+    if (r) RedisModule_FreeCallReply(r);
+    if (taken) return;
+    r = RedisModule_Call(ctx, "ACL", "ccc", "SETUSER", name, "reset");
+    if (r == NULL) return;
+    RedisModule_FreeCallReply(r);
+    RedisModuleString *uname = RedisModule_CreateString(ctx, name, strlen(name));
+    RedisModuleString *argv[2] = {
+        RedisModule_CreateString(ctx, "GET", 3),
+        RedisModule_CreateString(ctx, "k", 1),
+    };
     NoPermVerdict v;
-    NoPerm_DryRun(ctx, uname, argv, argc, &v);
+    NoPerm_DryRun(ctx, uname, argv, 2, &v);
     NoPerm_Clear(ctx, &v);
+    r = RedisModule_Call(ctx, "ACL", "cc", "DELUSER", name);
+    if (r) RedisModule_FreeCallReply(r);
+    for (int i = 0; i < 2; i++) RedisModule_FreeString(ctx, argv[i]);
+    RedisModule_FreeString(ctx, uname);
 }
 
 char *NoPerm_CommandText(RedisModuleString *uname, const char *cmd, size_t cmd_len) {
