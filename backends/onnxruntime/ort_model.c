@@ -256,8 +256,9 @@ void *ort_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Err
     }
     /* ORT 1.32 keeps the initializers of an in-memory model with its own
      * allocator, not the environment's: the session is charged its blob
-     * size as one allocation (1.2's allocator held a copy of the model's
-     * bytes), which bounds what it can hold, for as long as it lives. */
+     * size as one allocation (1.2 counted one for the model's bytes),
+     * which bounds what it can hold, for as long as it lives. No second
+     * copy of the blob is kept just to be counted. */
     if (!ort_allocator_charge(spec->blob_len)) {
         host->error_set(err, ORT_INIT_EXCEPTION_PREFIX ORT_MEMORY_LIMIT_TEXT);
         goto fail;
