@@ -42,30 +42,50 @@ size_t limit_bytes() {
     return mb > 0 ? (size_t)mb * 1024 * 1024 : 0;
 }
 
-/* Adds size to the count unless that passes the limit. As in 1.2, a
- * refused allocation is no access: the counter moves only with memory. */
+/* What one allocation of size bytes counts: the bytes asked for plus the
+ * kAlign more taken from the host to align the block and keep its header
+ * (1.2 counted its padded blocks too). 0 when that overflows. */
+size_t footprint(size_t size) {
+    return size <= SIZE_MAX - kAlign ? size + kAlign : 0;
+}
+
+/* Adds one allocation of size bytes to the count unless that passes the
+ * limit. As in 1.2, a refused allocation is no access: the counter moves
+ * only with memory. */
 bool count(CountingAllocator *a, size_t size) {
-    size_t before = a->bytes.fetch_add(size, std::memory_order_relaxed);
+    size_t bytes = footprint(size);
+    if (!bytes) {
+        return false; /* no such block can exist, limit or not */
+    }
+    size_t before = a->bytes.fetch_add(bytes, std::memory_order_relaxed);
     size_t limit = limit_bytes();
-    if (limit && (before + size > limit || before + size < before)) {
-        a->bytes.fetch_sub(size, std::memory_order_relaxed);
+    if (limit && (before + bytes > limit || before + bytes < before)) {
+        a->bytes.fetch_sub(bytes, std::memory_order_relaxed);
         return false;
     }
     a->accesses.fetch_add(1, std::memory_order_relaxed);
     return true;
 }
 
+/* Takes back one allocation of size bytes: a free is an access too. */
+void uncount(CountingAllocator *a, size_t size) {
+    a->accesses.fetch_add(1, std::memory_order_relaxed);
+    a->bytes.fetch_sub(footprint(size), std::memory_order_relaxed);
+}
+
 void *allocate(OrtAllocator *self, size_t size) {
     auto *a = reinterpret_cast<CountingAllocator *>(self);
+    if (!footprint(size)) {
+        throw std::bad_alloc();
+    }
     if (!count(a, size)) {
         throw std::runtime_error(ORT_MEMORY_LIMIT_TEXT);
     }
     /* Room for the header and the worst alignment gap: host memory is at
      * least 16-aligned, so the block starts within kAlign of raw + header. */
-    size_t total = size + kAlign;
-    void *raw = total > size ? ort.host->alloc(total) : nullptr;
+    void *raw = ort.host->alloc(footprint(size));
     if (!raw) {
-        a->bytes.fetch_sub(size, std::memory_order_relaxed);
+        a->bytes.fetch_sub(footprint(size), std::memory_order_relaxed);
         a->accesses.fetch_sub(1, std::memory_order_relaxed);
         throw std::bad_alloc();
     }
@@ -83,8 +103,7 @@ void release(OrtAllocator *self, void *p) {
     }
     auto *a = reinterpret_cast<CountingAllocator *>(self);
     auto *h = reinterpret_cast<Header *>(p) - 1;
-    a->accesses.fetch_add(1, std::memory_order_relaxed);
-    a->bytes.fetch_sub(h->size, std::memory_order_relaxed);
+    uncount(a, h->size);
     ort.host->free(h->raw);
 }
 
@@ -110,10 +129,11 @@ extern "C" int ort_allocator_charge(size_t size) {
 }
 
 extern "C" void ort_allocator_discharge(size_t size) {
-    if (size) {
-        counting.accesses.fetch_add(1, std::memory_order_relaxed);
-        counting.bytes.fetch_sub(size, std::memory_order_relaxed);
-    }
+    uncount(&counting, size);
+}
+
+extern "C" OrtAllocator *ort_allocator_get(void) {
+    return &counting.base;
 }
 
 extern "C" size_t ort_allocator_bytes(void) {

@@ -117,12 +117,6 @@ static const RAI_BackendDescriptor *ort_init(char *errbuf, size_t errlen) {
     if (status) {
         goto fail;
     }
-    why = "could not get ONNX Runtime's default allocator";
-    status = ort.api->GetAllocatorWithDefaultOptions(&ort.allocator);
-    if (status) {
-        ort.allocator = NULL;
-        goto fail;
-    }
     descriptor.framework_version = version;
     return &descriptor;
 
@@ -145,7 +139,7 @@ RAI_BACKEND_ENTRY(h, errbuf, errlen) {
     }
     /* A second call (the core retrying a load) reuses the first one's state:
      * ORT allows one environment per process. */
-    if (ort.allocator) {
+    if (ort.env) {
         return &descriptor;
     }
     ort.host = h;

@@ -33,9 +33,6 @@ typedef struct OrtBackend {
     /* Describes the core's tensor buffers that inputs wrap. Read-only once
      * created, so every worker shares it. */
     OrtMemoryInfo *cpu_memory;
-    /* ORT's own default CPU allocator (thread-safe, never released), for the
-     * STRING inputs ORT must own. */
-    OrtAllocator *allocator;
 } OrtBackend;
 
 extern OrtBackend ort;

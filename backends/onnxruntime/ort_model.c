@@ -28,10 +28,13 @@ typedef struct OrtModel {
     size_t ninputs;
     size_t noutputs;
     /* ninputs input names, then noutputs output names, in the session's
-     * order: the order inputs and outputs are bound in. Host-allocated. */
+     * order: the order inputs and outputs are bound in. The array is the
+     * host's; the names come from the counting allocator and are held as
+     * long as the session, as 1.2 held them (INFO counts them). */
     char **names;
-    /* Bytes charged to the allocator's count for the initializers. */
-    size_t charged;
+    /* The blob size charged to the allocator's count, when charged is 1. */
+    size_t blob_len;
+    int charged;
 } OrtModel;
 
 /* ---------------------------------------------------------------------- */
@@ -118,17 +121,38 @@ fail:
 /* ---------------------------------------------------------------------- */
 /* Names */
 
-static void free_names(char **names, size_t n) {
-    if (!names) {
-        return;
+/* Frees the n names of the counting allocator in names (NULL entries are
+ * names not asked for yet), not the array. */
+static void free_session_names(char **names, size_t n) {
+    for (size_t i = 0; names && i < n; i++) {
+        if (names[i]) {
+            ort_discard(ort.api->AllocatorFree(ort_allocator_get(), names[i]));
+            names[i] = NULL;
+        }
     }
-    for (size_t i = 0; i < n; i++) {
-        ort.host->free(names[i]);
-    }
-    ort.host->free(names);
 }
 
-/* Copies ORT's names (allocated by ORT's allocator) into host memory. */
+/* Asks the session for its input names, then its output names, into
+ * names (ninputs + noutputs entries, NULL): ORT allocates each one through
+ * the counting allocator, which may refuse it (BACKEND_MEMORY_LIMIT, the
+ * text after prefix). Returns 0 after err, the names made so far left in
+ * names for free_session_names. */
+static int session_names(const OrtModel *m, char **names, RAI_Error *err, const char *prefix) {
+    const OrtApi *api = ort.api;
+    OrtAllocator *alloc = ort_allocator_get();
+    for (size_t i = 0; i < m->ninputs + m->noutputs; i++) {
+        OrtStatus *status =
+            i < m->ninputs
+                ? api->SessionGetInputName(m->session, i, alloc, &names[i])
+                : api->SessionGetOutputName(m->session, i - m->ninputs, alloc, &names[i]);
+        if (ort_failed_limit(status, err, prefix)) {
+            names[i] = NULL;
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int read_names(OrtModel *m, RAI_Error *err) {
     const OrtApi *api = ort.api;
     if (ort_failed(api->SessionGetInputCount(m->session, &m->ninputs), err) ||
@@ -141,23 +165,17 @@ static int read_names(OrtModel *m, RAI_Error *err) {
         ort.host->error_set(err, "ERR out of memory creating an ONNX model");
         return 0;
     }
-    for (size_t i = 0; i < total; i++) {
-        char *name = NULL;
-        OrtStatus *status = i < m->ninputs
-                                ? api->SessionGetInputName(m->session, i, ort.allocator, &name)
-                                : api->SessionGetOutputName(m->session, i - m->ninputs,
-                                                            ort.allocator, &name);
-        if (ort_failed(status, err)) {
-            return 0;
-        }
-        m->names[i] = ort.host->strdup(name);
-        ort_discard(ort.api->AllocatorFree(ort.allocator, name));
-        if (!m->names[i]) {
-            ort.host->error_set(err, "ERR out of memory creating an ONNX model");
-            return 0;
-        }
+    return session_names(m, m->names, err, ORT_INIT_EXCEPTION_PREFIX);
+}
+
+static void free_names(char **names, size_t n) {
+    if (!names) {
+        return;
     }
-    return 1;
+    for (size_t i = 0; i < n; i++) {
+        ort.host->free(names[i]);
+    }
+    ort.host->free(names);
 }
 
 static char **copy_names(char *const *names, size_t n) {
@@ -203,11 +221,14 @@ void ort_model_free(void *handle) {
     if (!m) {
         return;
     }
+    free_session_names(m->names, m->ninputs + m->noutputs);
+    ort.host->free(m->names);
     if (m->session) {
         ort.api->ReleaseSession(m->session);
     }
-    ort_allocator_discharge(m->charged);
-    free_names(m->names, m->ninputs + m->noutputs);
+    if (m->charged) {
+        ort_allocator_discharge(m->blob_len);
+    }
     ort.host->free(m);
 }
 
@@ -235,12 +256,15 @@ void *ort_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Err
     }
     /* ORT 1.32 keeps the initializers of an in-memory model with its own
      * allocator, not the environment's: the session is charged its blob
-     * size, which bounds what it can hold, for as long as it lives. */
+     * size as one allocation (1.2 counted one for the model's bytes),
+     * which bounds what it can hold, for as long as it lives. No second
+     * copy of the blob is kept just to be counted. */
     if (!ort_allocator_charge(spec->blob_len)) {
         host->error_set(err, ORT_INIT_EXCEPTION_PREFIX ORT_MEMORY_LIMIT_TEXT);
         goto fail;
     }
-    m->charged = spec->blob_len;
+    m->blob_len = spec->blob_len;
+    m->charged = 1;
     opts = session_options(spec, err);
     if (!opts) {
         goto fail;
@@ -268,10 +292,74 @@ fail:
     return NULL;
 }
 
+/* What one run allocates: its values (ninputs inputs, then noutputs
+ * outputs), its names in the same order, its options. */
+typedef struct OrtRun {
+    size_t n;
+    OrtValue **values;
+    char **names;
+    OrtRunOptions *options;
+} OrtRun;
+
+static void run_release(OrtRun *r) {
+    for (size_t i = 0; r->values && i < r->n; i++) {
+        if (r->values[i]) {
+            ort.api->ReleaseValue(r->values[i]);
+        }
+    }
+    free_session_names(r->names, r->n);
+    if (r->options) {
+        ort.api->ReleaseRunOptions(r->options);
+    }
+    ort.host->free(r->values);
+    ort.host->free(r->names);
+}
+
+/* The run's arrays, its input values and its names. As in 1.2, the names
+ * are asked of the session for each run, through the counting allocator:
+ * INFO counts them allocated, and freed when the run ends. */
+static int run_prepare(const OrtModel *m, OrtRun *r, RAI_Tensor *const *inputs, size_t ninputs,
+                       RAI_Error *err) {
+    r->n = m->ninputs + m->noutputs;
+    r->values = ort.host->calloc(r->n + 1, sizeof(*r->values));
+    r->names = ort.host->calloc(r->n + 1, sizeof(*r->names));
+    if (!r->values || !r->names) {
+        ort.host->error_set(err, "ERR out of memory running an ONNX model");
+        return 0;
+    }
+    for (size_t i = 0; i < ninputs; i++) {
+        r->values[i] = ort_tensor_from_core(inputs[i], err);
+        if (!r->values[i]) {
+            return 0;
+        }
+    }
+    /* Per run, never shared: the watchdog terminates exactly this run. */
+    return session_names(m, r->names, err, "") &&
+           !ort_failed(ort.api->CreateRunOptions(&r->options), err);
+}
+
+/* Hands the run's outputs to the core. 0 after err: outputs already made
+ * are the core's to release. */
+static int run_outputs(OrtRun *r, size_t ninputs, RAI_Tensor *const *inputs,
+                       RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
+    for (size_t i = 0; i < noutputs; i++) {
+        OrtValue *value = r->values[ninputs + i];
+        r->values[ninputs + i] = NULL; /* ort_tensor_to_core owns it from here, on every path */
+        if (!value) {
+            ort.host->error_set(err, RAI_ERR_OUTPUT_COUNT);
+            return 0;
+        }
+        outputs[i] = ort_tensor_to_core(value, inputs, ninputs, err);
+        if (!outputs[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
                   size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
     const RAI_HostApi *host = ort.host;
-    const OrtApi *api = ort.api;
     OrtModel *m = handle;
     /* The core checks counts before queueing; this guards the arrays below. */
     if (RAI_CheckRunCounts(host, err, ninputs, m->ninputs, noutputs, m->noutputs) != 0) {
@@ -287,64 +375,29 @@ int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inpu
 
     int rc = -1;
     OrtWatchedRun watch;
-    OrtRunOptions *run_options = NULL;
-    OrtValue **in = host->calloc(ninputs + noutputs + 1, sizeof(*in));
-    if (!in) {
-        host->error_set(err, "ERR out of memory running an ONNX model");
-        return -1;
-    }
-    OrtValue **out = in + ninputs;
-
-    for (size_t i = 0; i < ninputs; i++) {
-        in[i] = ort_tensor_from_core(inputs[i], err);
-        if (!in[i]) {
-            goto done;
-        }
-    }
-
-    /* Per run, never shared: the watchdog terminates exactly this run. */
-    if (ort_failed(api->CreateRunOptions(&run_options), err)) {
+    OrtRun r = {0};
+    if (!run_prepare(m, &r, inputs, ninputs, err)) {
         goto done;
     }
     long long timeout_ms = host->config_get(RAI_CONFIG_MODEL_EXECUTION_TIMEOUT);
-    if (timeout_ms > 0 && !ort_watchdog_watch(&watch, run_options, timeout_ms, err)) {
+    if (timeout_ms > 0 && !ort_watchdog_watch(&watch, r.options, timeout_ms, err)) {
         goto done;
     }
     /* ORT's own texts, e.g. "Unexpected input data type. Actual: ...",
      * "Exiting due to terminate flag being set to true." */
-    OrtStatus *status = api->Run(m->session, run_options, (const char *const *)m->names,
-                                 (const OrtValue *const *)in, ninputs,
-                                 (const char *const *)(m->names + m->ninputs), noutputs, out);
+    OrtStatus *status = ort.api->Run(m->session, r.options, (const char *const *)r.names,
+                                     (const OrtValue *const *)r.values, ninputs,
+                                     (const char *const *)(r.names + ninputs), noutputs,
+                                     r.values + ninputs);
     if (timeout_ms > 0) {
         ort_watchdog_unwatch(&watch);
     }
-    if (ort_failed_limit(status, err, "")) {
-        goto done;
+    if (!ort_failed_limit(status, err, "") &&
+        run_outputs(&r, ninputs, inputs, outputs, noutputs, err)) {
+        rc = 0;
     }
-
-    for (size_t i = 0; i < noutputs; i++) {
-        OrtValue *value = out[i];
-        out[i] = NULL; /* ort_tensor_to_core owns it from here, on every path */
-        if (!value) {
-            host->error_set(err, RAI_ERR_OUTPUT_COUNT);
-            goto done;
-        }
-        outputs[i] = ort_tensor_to_core(value, inputs, ninputs, err);
-        if (!outputs[i]) {
-            goto done; /* outputs already made are the core's to release */
-        }
-    }
-    rc = 0;
 
 done:
-    for (size_t i = 0; i < ninputs + noutputs; i++) {
-        if (in[i]) {
-            api->ReleaseValue(in[i]);
-        }
-    }
-    if (run_options) {
-        api->ReleaseRunOptions(run_options);
-    }
-    host->free(in);
+    run_release(&r);
     return rc;
 }

@@ -5,7 +5,8 @@
  * Inputs: CreateTensorWithDataAsOrtValue wraps the core's buffer; ORT never
  * writes to a graph input, and the value is released when the run ends,
  * while the core's borrow still holds. STRING inputs are copied into a
- * tensor ORT allocates, as ORT stores std::string elements.
+ * tensor of the counting allocator (ort_allocator.h), as ORT stores
+ * std::string elements.
  *
  * Outputs: ORT allocates them; the core adopts the buffer and releases the
  * OrtValue when the last reference goes, possibly on another thread and
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "common/rai_dtype.h"
+#include "onnxruntime/ort_allocator.h"
 #include "redisai/reply_texts.h"
 
 /* ONNX Runtime's column of rai_dtype.h: ORT has every type of the list. */
@@ -58,7 +60,7 @@ static OrtValue *string_value_from_core(RAI_Tensor *t, RAI_Error *err) {
         elems[i] = host->tensor_string_at(t, i, &len);
     }
     OrtValue *value = NULL;
-    if (ort_failed(ort.api->CreateTensorAsOrtValue(ort.allocator, host->tensor_dims(t),
+    if (ort_failed(ort.api->CreateTensorAsOrtValue(ort_allocator_get(), host->tensor_dims(t),
                                                    (size_t)host->tensor_ndims(t),
                                                    ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING, &value),
                    err) ||
@@ -194,7 +196,7 @@ static OrtValue *map_values(OrtValue *seq, size_t i, RAI_Error *err) {
     OrtValue *map = NULL;
     OrtValue *values = NULL;
     enum ONNXType kind;
-    if (ort_failed(api->GetValue(seq, (int)i, ort.allocator, &map), err)) {
+    if (ort_failed(api->GetValue(seq, (int)i, ort_allocator_get(), &map), err)) {
         return NULL;
     }
     if (ort_failed(api->GetValueType(map, &kind), err)) {
@@ -206,7 +208,7 @@ static OrtValue *map_values(OrtValue *seq, size_t i, RAI_Error *err) {
     }
     /* A map value is the pair (keys, values), index 1 the values, in the
      * order of the keys: ORT keeps maps sorted by key. */
-    if (ort_failed(api->GetValue(map, 1, ort.allocator, &values), err)) {
+    if (ort_failed(api->GetValue(map, 1, ort_allocator_get(), &values), err)) {
         values = NULL;
     }
 done:
