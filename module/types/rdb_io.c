@@ -69,7 +69,7 @@ int RdbIO_LoadDevice(RedisModuleIO *io, const char *type_name, char **device, ch
             memchr(rec, '\0', rlen) != NULL) {
             RedisModule_LogIOError(io, "warning",
                                    "Failed loading %s %s: its device field holds more than a "
-                                   "device and `" RDBIO_NAME_RECORD "<name>`",
+                                   "device and " RDBIO_NAME_RECORD "<name>",
                                    type_name, RdbIO_KeyName(io));
             RedisModule_Free(buf);
             return 0;
