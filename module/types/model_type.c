@@ -1,13 +1,15 @@
 /*
- * model_type.c - type methods of AI__MODEL. RDB layout, encoding version 5
- * (docs/persistence.md, "Model (version 5)"): U backend, Buf* device, Buf* backend name
- * (empty: none), Str tag, U batchsize, U minbatchsize, U minbatchtimeout,
- * U n_in, Buf* name x n_in, U n_out, Buf* name x n_out, U blob length,
- * U chunk count, Buf chunk x count. Older encodings differ only in that v4
- * and older have no backend name, v0 saved the tag as a Buf* and the blob
- * as one Buf, and v0 and v1 had no minbatchtimeout. Loading rebuilds the
- * model through its backend (the named one, else the kind's default when
- * it is missing here), loading the backend lazily if needed.
+ * model_type.c - type methods of AI__MODEL. RDB layout, encoding version 4,
+ * RedisAI 1.2's (docs/persistence.md, "Model"): U backend, Buf* device, Str tag,
+ * U batchsize, U minbatchsize, U minbatchtimeout, U n_in, Buf* name x n_in,
+ * U n_out, Buf* name x n_out, U blob length, U chunk count, Buf chunk x count.
+ * A model stored with `BACKEND <name>` carries the name inside its device
+ * field, after the device's NUL (rdb_io.h), where 1.2 does not look. Older
+ * encodings: v0 saved the tag as a Buf* and the blob as one Buf, v0 and v1
+ * had no minbatchtimeout; v5, which earlier builds of this module wrote, has
+ * the name as a Buf* field of its own after the device (empty: none).
+ * Loading rebuilds the model through its backend (the named one, else the
+ * kind's default when it is missing here), loading the backend lazily.
  */
 #include "types/model_type.h"
 
@@ -90,20 +92,28 @@ static int loadChunkedBlob(RedisModuleIO *io, ModelFields *f) {
     return off == total;
 }
 
+/* v5's own name field: a Buf* name, empty for none. Those builds never put a
+ * name in the device field, so a value with both is not theirs. */
+static int loadV5Name(RedisModuleIO *io, ModelFields *f) {
+    size_t len = 0;
+    char *name = RdbIO_LoadCString(io, &len);
+    if (name == NULL) return 0;
+    if (len == 0) {
+        RedisModule_Free(name);
+        return 1;
+    }
+    if (strlen(name) != len || f->backend_name != NULL) {
+        RedisModule_Free(name);
+        return 0;
+    }
+    f->backend_name = name;
+    return 1;
+}
+
 static int loadFields(RedisModuleIO *io, int encver, ModelFields *f) {
     f->backend = (RAI_BackendKind)RedisModule_LoadUnsigned(io);
-    f->device = RdbIO_LoadCString(io, NULL);
-    if (encver >= 5) {
-        size_t len = 0;
-        f->backend_name = RdbIO_LoadCString(io, &len);
-        if (f->backend_name == NULL) return 0;
-        if (len == 0 || strlen(f->backend_name) != len) {
-            /* Empty: stored without a name. */
-            RedisModule_Free(f->backend_name);
-            f->backend_name = NULL;
-            if (len != 0) return 0;
-        }
-    }
+    if (!RdbIO_LoadDevice(io, "AI__MODEL", &f->device, &f->backend_name)) return 0;
+    if (encver >= 5 && !loadV5Name(io, f)) return 0;
     f->tag = encver >= 1 ? RdbIO_LoadBytes(io, &f->tag_len) : RdbIO_LoadCString(io, &f->tag_len);
     f->batchsize = (long long)RedisModule_LoadUnsigned(io);
     f->minbatchsize = (long long)RedisModule_LoadUnsigned(io);
@@ -187,8 +197,7 @@ static void ModelRdbSave(RedisModuleIO *io, void *value) {
     size_t chunk = (size_t)rai_config.model_chunk_size;
     size_t nchunks = Model_ChunkCount(m->blob_len, chunk);
     RedisModule_SaveUnsigned(io, m->backend);
-    RdbIO_SaveCString(io, m->device_str);
-    RdbIO_SaveCString(io, m->backend_name ? m->backend_name : "");
+    RdbIO_SaveDevice(io, m->device_str, m->backend_name);
     RedisModule_SaveStringBuffer(io, m->tag, m->tag_len);
     RedisModule_SaveUnsigned(io, m->batchsize);
     RedisModule_SaveUnsigned(io, m->minbatchsize);

@@ -27,6 +27,60 @@ static char *loadString(RedisModuleIO *io, size_t *len, int strip_nul) {
     return s;
 }
 
+void RdbIO_SaveDevice(RedisModuleIO *io, const char *device, const char *backend_name) {
+    if (backend_name == NULL) {
+        RdbIO_SaveCString(io, device); /* byte for byte RedisAI 1.2's field */
+        return;
+    }
+    size_t dlen = strlen(device) + 1, rlen = strlen(RDBIO_NAME_RECORD);
+    size_t nlen = strlen(backend_name) + 1;
+    char *buf = RedisModule_Alloc(dlen + rlen + nlen);
+    memcpy(buf, device, dlen);
+    memcpy(buf + dlen, RDBIO_NAME_RECORD, rlen);
+    memcpy(buf + dlen + rlen, backend_name, nlen);
+    RedisModule_SaveStringBuffer(io, buf, dlen + rlen + nlen);
+    RedisModule_Free(buf);
+}
+
+static char *copyOf(const char *s, size_t n) {
+    char *out = RedisModule_Alloc(n + 1);
+    memcpy(out, s, n);
+    out[n] = '\0';
+    return out;
+}
+
+int RdbIO_LoadDevice(RedisModuleIO *io, const char *type_name, char **device, char **name) {
+    size_t n = 0;
+    *device = *name = NULL;
+    char *buf = RedisModule_LoadStringBuffer(io, &n);
+    if (buf == NULL || RedisModule_IsIOError(io)) {
+        if (buf) RedisModule_Free(buf);
+        return 0;
+    }
+    if (n > 0 && buf[n - 1] == '\0') n--; /* the C string's own NUL */
+    const char *nul = memchr(buf, '\0', n);
+    size_t dlen = nul ? (size_t)(nul - buf) : n;
+    if (nul) {
+        /* Only the name may follow the device: anything else is a newer
+         * RedisAI's, or damage, and either way not a model we could save back. */
+        const char *rec = nul + 1;
+        size_t rlen = n - dlen - 1, plen = strlen(RDBIO_NAME_RECORD);
+        if (rlen <= plen || memcmp(rec, RDBIO_NAME_RECORD, plen) != 0 ||
+            memchr(rec, '\0', rlen) != NULL) {
+            RedisModule_LogIOError(io, "warning",
+                                   "Failed loading %s %s: its device field holds more than a "
+                                   "device and " RDBIO_NAME_RECORD "<name>",
+                                   type_name, RdbIO_KeyName(io));
+            RedisModule_Free(buf);
+            return 0;
+        }
+        *name = copyOf(rec + plen, rlen - plen);
+    }
+    *device = copyOf(buf, dlen);
+    RedisModule_Free(buf);
+    return 1;
+}
+
 char *RdbIO_LoadCString(RedisModuleIO *io, size_t *len) {
     return loadString(io, len, 1);
 }
@@ -41,12 +95,13 @@ const char *RdbIO_KeyName(RedisModuleIO *io) {
 }
 
 int RdbIO_RefuseNewer(RedisModuleIO *io, const char *type_name, int encver) {
-    if (encver <= RAI_ENC_VER) return 0;
+    if (encver <= RAI_ENC_VER_READ) return 0;
     /* RedisAI 1.2's words, which operators grep for. */
     RedisModule_LogIOError(io, "warning",
                            "Failed loading %s %s: encoding version %d was written by a newer "
-                           "RedisAI; this one writes version %d and is not forward compatible",
-                           type_name, RdbIO_KeyName(io), encver, RAI_ENC_VER);
+                           "RedisAI; this one reads versions up to %d and is not forward "
+                           "compatible",
+                           type_name, RdbIO_KeyName(io), encver, RAI_ENC_VER_READ);
     return 1;
 }
 

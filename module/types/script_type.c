@@ -1,7 +1,8 @@
 /*
  * script_type.c - type methods of AI_SCRIPT. RDB layout, encoding version 4
  * (docs/persistence.md): Buf* device, Str tag, Buf* source, U entry-point count,
- * Buf* entry point x count. v3 is the same; v1 and v2 have no entry
+ * Buf* entry point x count. v3 and v5 (earlier builds of this module wrote
+ * 5 for every type) are the same; v1 and v2 have no entry
  * points, and v0 also saved the tag as a Buf*. A script without entry
  * points loads as a SCRIPTSET script would (SCRIPTRUN runs any function
  * of it). Loading recompiles through the TORCH backend.

@@ -187,7 +187,8 @@ int Tensor_StoreAndReplicate(RedisModuleCtx *ctx, RedisModuleString *keyname, RA
 static void *TensorRdbLoad(RedisModuleIO *io, int encver) {
     if (RdbIO_RefuseNewer(io, "AI_TENSOR", encver)) return NULL;
     TensorFields f = {0};
-    /* v4's layout is also v5's (5 only added a model field). */
+    /* v4's layout is also v5's (earlier builds wrote 5 for every type; it
+     * only added a model field). */
     int ok = encver >= 4 ? loadV4(io, &f) : loadV0(io, &f);
     if (!ok || !fieldsValid(&f)) {
         freeFields(&f);

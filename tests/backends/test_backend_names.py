@@ -1,6 +1,7 @@
 """Backends by name (issue 13, docs/isolation.md "Two versions of one kind" and "RDB, AOF and
-replication"): `AI.MODELSTORE key <kind> <device> BACKEND <name>`, the name in META, RDB
-encoding 5, DUMP/RESTORE, the AOF and replication, the fallback to the kind's default where
+replication"): `AI.MODELSTORE key <kind> <device> BACKEND <name>`, the name in META, the name
+in the RDB device field (and encoding 5's name field, which earlier builds wrote), DUMP/RESTORE,
+the AOF and replication, the fallback to the kind's default where
 the named backend is missing (replica, restart), the module arguments ISOLATE and
 BACKEND_START_TIMEOUT, and `AI.CONFIG LOADBACKEND ... ISOLATED`.
 
@@ -233,28 +234,31 @@ def test_second_version_is_loaded_isolated_on_the_spot(module_path, two_onnx):
 
 
 # --------------------------------------------------------------------------------------
-# Persistence: RDB v5, DUMP/RESTORE, AOF, replication
+# Persistence: RDB, DUMP/RESTORE, AOF, replication
 # --------------------------------------------------------------------------------------
 
-def test_v5_model_payload_holds_the_name_and_old_payloads_still_load(fresh, onnx_name):
-    """DUMP: the name right after the device (empty for an unnamed model); RESTORE keeps it;
-    a v4 payload (no name field) loads without a name; a name with a NUL is bad data."""
+def test_model_payload_holds_the_name_and_v5_payloads_still_load(fresh, onnx_name):
+    """DUMP: encoding 4, the name after the device's NUL (the device alone for an unnamed
+    model, as RedisAI 1.2 writes it); RESTORE keeps it; a v5 payload (the name as a field of
+    its own, as earlier builds wrote it) loads with the name; a v5 name with a NUL is bad
+    data. tests/persistence/test_rdb_both_ways.py checks the layouts byte for byte."""
     with RawClient(fresh.port) as c:
         assert_ok(store(c, "m", onnx_name))
         assert_ok(store(c, "plain", None))
         p = rp.parse_dump(c.execute("DUMP", "m"))
-        assert (p.type_name, p.encver) == ("AI__MODEL", 5)
-        assert p.fields[:4] == [rp.U(3), rp.cstr("CPU"), rp.cstr(onnx_name), b"t1"]
-        assert rp.parse_dump(c.execute("DUMP", "plain")).fields[2] == rp.cstr("")
+        assert (p.type_name, p.encver) == ("AI__MODEL", 4)
+        assert p.fields[:3] == [rp.U(3), rp.cstr("CPU") + b"backend=" + rp.cstr(onnx_name),
+                                b"t1"]
+        assert rp.parse_dump(c.execute("DUMP", "plain")).fields[1] == rp.cstr("CPU")
         assert_ok(c.execute("RESTORE", "copy", 0, c.execute("DUMP", "m")))
         assert meta(c, "copy") == meta(c, "m")
         run_add(c, "copy")
-        v4 = [f for i, f in enumerate(p.fields) if i != 2]
-        assert_ok(c.execute("RESTORE", "old", 0, rp.dump_payload("AI__MODEL", 4, v4,
+        v5 = [p.fields[0], rp.cstr("CPU"), rp.cstr(onnx_name), *p.fields[2:]]
+        assert_ok(c.execute("RESTORE", "old", 0, rp.dump_payload("AI__MODEL", 5, v5,
                                                                   p.rdb_version)))
-        assert "backend_name" not in meta_dict(c, "old")
+        assert meta(c, "old") == meta(c, "m")
         run_add(c, "old")
-        bad = list(p.fields)
+        bad = list(v5)
         bad[2] = b"on\x00nx\x00"
         reply = c.execute("RESTORE", "bad", 0, rp.dump_payload("AI__MODEL", 5, bad,
                                                                 p.rdb_version))
@@ -262,26 +266,27 @@ def test_v5_model_payload_holds_the_name_and_old_payloads_still_load(fresh, onnx
         assert c.execute("EXISTS", "bad") == 0
 
 
-def test_v5_tensors_round_trip(fresh):
-    """Tensors are written as v5 with v4's layout and must load as such (DUMP/RESTORE and
-    DEBUG RELOAD): read with the v0 layout they would be refused or garbled."""
+def test_tensors_round_trip_and_v5_tensors_load(fresh):
+    """Tensors are written as v4 and load back (DUMP/RESTORE and DEBUG RELOAD); earlier builds
+    wrote them as v5 with v4's layout, which must load as such: read with the v0 layout they
+    would be refused or garbled."""
     with RawClient(fresh.port) as c:
         a = np.arange(12, dtype=np.float32).reshape(3, 4)
         put(c, "t", a)
         assert_ok(c.execute("AI.TENSORSET", "s", "STRING", 2, "VALUES", "ab", "c"))
         p = rp.parse_dump(c.execute("DUMP", "t"))
-        assert (p.type_name, p.encver) == ("AI_TENSOR", 5)
+        assert (p.type_name, p.encver) == ("AI_TENSOR", 4)
         assert_ok(c.execute("RESTORE", "t2", 0, c.execute("DUMP", "t")))
         assert_ok(c.execute("RESTORE", "s2", 0, c.execute("DUMP", "s")))
         np.testing.assert_array_equal(get(c, "t2"), a)
         assert c.execute("AI.TENSORGET", "s2", "VALUES") == [b"ab", b"c"]
-        # v4 payloads of the same layout still load.
+        # v5 payloads of the same layout still load.
         for key in ("t", "s"):
             p = rp.parse_dump(c.execute("DUMP", key))
-            assert_ok(c.execute("RESTORE", f"{key}4", 0, rp.dump_payload(
-                "AI_TENSOR", 4, p.fields, p.rdb_version)))
-        np.testing.assert_array_equal(get(c, "t4"), a)
-        assert c.execute("AI.TENSORGET", "s4", "VALUES") == [b"ab", b"c"]
+            assert_ok(c.execute("RESTORE", f"{key}5", 0, rp.dump_payload(
+                "AI_TENSOR", 5, p.fields, p.rdb_version)))
+        np.testing.assert_array_equal(get(c, "t5"), a)
+        assert c.execute("AI.TENSORGET", "s5", "VALUES") == [b"ab", b"c"]
         assert_ok(c.execute("DEBUG", "RELOAD"))
         np.testing.assert_array_equal(get(c, "t"), a)
         np.testing.assert_array_equal(get(c, "t2"), a)
@@ -372,7 +377,8 @@ def test_replica_without_the_named_backend_falls_back(servers, two_onnx, onnx_na
         assert_error_startswith(store(rc, "mine", "onnxruntime-a"),
                                 "ERR no ONNX backend named onnxruntime-a: ")
         run_add(rc, "synced")
-        assert rp.parse_dump(rc.execute("DUMP", "streamed")).fields[2] == rp.cstr("onnxruntime-a")
+        assert rp.parse_dump(rc.execute("DUMP", "streamed")).fields[1] == \
+            rp.cstr("CPU") + b"backend=" + rp.cstr("onnxruntime-a")
         assert rc.execute("DEL", "synced") == 1
         assert fallbacks(rc) == 1
 
@@ -402,8 +408,8 @@ def test_restore_of_a_missing_name_falls_back(fresh, onnx_name):
         assert_ok(store(c, "m", onnx_name))
         p = rp.parse_dump(c.execute("DUMP", "m"))
         fields = list(p.fields)
-        fields[2] = rp.cstr("onnxruntime-9.9.9-cpu")
-        assert_ok(c.execute("RESTORE", "x", 0, rp.dump_payload("AI__MODEL", 5, fields,
+        fields[1] = rp.cstr("CPU") + b"backend=" + rp.cstr("onnxruntime-9.9.9-cpu")
+        assert_ok(c.execute("RESTORE", "x", 0, rp.dump_payload("AI__MODEL", 4, fields,
                                                                 p.rdb_version)))
         assert meta_dict(c, "x")["backend_name"] == b"onnxruntime-9.9.9-cpu"
         assert fallbacks(c) == 1
@@ -577,7 +583,7 @@ def test_backends_are_told_the_key(servers, key_echo):
         assert_ok(c.execute("RESTORE", "{k}copy", 0, c.execute("DUMP", "{k}m1")))
         assert_error(c.execute("AI.MODELEXECUTE", "{k}copy", "INPUTS", 1, "{k}x", "OUTPUTS", 1,
                                "{k}y"), "ERR key_echo run <{k}copy>")
-        # An RDB load builds with the key it loads: a v5 payload whose blob is "fail" is
+        # An RDB load builds with the key it loads: a payload whose blob is "fail" is
         # refused, and the log names the key the backend was told.
         p = rp.parse_dump(c.execute("DUMP", "{k}m1"))
         fields = list(p.fields)
@@ -585,5 +591,5 @@ def test_backends_are_told_the_key(servers, key_echo):
         fields[-3] = rp.U(4)
         mark = LogMark(first.logfile)
         assert isinstance(c.execute("RESTORE", "{k}bad", 0, rp.dump_payload(
-            "AI__MODEL", 5, fields, p.rdb_version)), RespError)
+            "AI__MODEL", p.encver, fields, p.rdb_version)), RespError)
         mark.wait_for_line("ERR key_echo create <{k}bad>")

@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 import onnx_models as om
+import rdb_payloads as rp
 import tf_graphs
 import torch_models as tm
 from helpers import assert_error, assert_error_startswith, assert_ok
 from model_io import assert_same, get, put
+from persist_servers import backend_name
 from redis_server import Connect, RedisServer, StartServer, backend_args
 from resp import RawClient, RespError
 
@@ -211,6 +213,28 @@ def test_migrate_moves_single_key(c, d, pair):
     put(d, "b", B)
     check_runs(d, {k: k for k in WANT})
     check_script_runs(d, "s")
+
+
+def test_named_model_keeps_its_name_through_restore_and_migrate(c, d, pair, install_dir):
+    """The name of `MODELSTORE ... BACKEND <name>` rides in the payload's device field
+    (docs/persistence.md): RESTORE on another server and MIGRATE keep it."""
+    store_all(c)
+    name = backend_name(install_dir, "onnxruntime")
+    assert_ok(c.execute("AI.MODELSTORE", "named", "ONNX", "CPU", "BACKEND", name, "TAG", "n",
+                        "BLOB", om.add().blob))
+    payload = c.execute("DUMP", "named")
+    assert rp.parse_dump(payload).fields[1] == b"CPU\0backend=" + name.encode() + b"\0"
+    before = snapshot(c, "named")
+    assert before[1][-2:] == [b"backend_name", name.encode()]
+    assert_ok(d.execute("RESTORE", "restored", 0, payload))
+    assert snapshot(d, "restored") == before
+    assert_ok(c.execute("MIGRATE", "127.0.0.1", pair[1].port, "named", 0, 20000))
+    assert c.execute("EXISTS", "named") == 0
+    assert snapshot(d, "named") == before
+    put(d, "a", A)
+    put(d, "b", B)
+    for key in ("restored", "named"):
+        assert_same(run_model(d, key), A + B)
 
 
 # --------------------------------------------------------------------------------------

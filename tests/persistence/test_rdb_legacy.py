@@ -28,7 +28,8 @@ CHUNK = 4096
 BAD_DATA = "ERR Bad data format"
 BACKEND_CODE = {"TF": 0, "TFLITE": 1, "TORCH": 2, "ONNX": 3}
 KDLCPU = 1  # DLPack's device type of a CPU tensor, as encodings 0-3 saved it
-ENC = 5  # what we write: v4's layouts, the model's with its backend name (docs/isolation.md)
+ENC = 4  # what we write: RedisAI 1.2's encoding (tests/persistence/test_rdb_both_ways.py)
+NEWEST_READ = 5  # what earlier builds of this module wrote
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +99,7 @@ def test_v4_model_layout_in_chunks(c):
     p = rp.parse_dump(c.execute("DUMP", "m"))
     assert (p.type_name, p.encver) == ("AI__MODEL", ENC)
     nchunks = len(blob) // CHUNK + 1
-    # v5: the backend name (empty: none given) right after the device.
-    head = [U(3), cstr("CPU:0"), cstr(""), b"v2", U(8), U(2), U(5), U(1), cstr("input"), U(1),
+    head = [U(3), cstr("CPU:0"), b"v2", U(8), U(2), U(5), U(1), cstr("input"), U(1),
             cstr("output"), U(len(blob)), U(nchunks)]
     assert p.fields[:len(head)] == head
     chunks = p.fields[len(head):]
@@ -111,8 +111,7 @@ def test_v4_model_layout_in_chunks(c):
     assert_ok(c.execute("AI.MODELSTORE", "tf", "TF", "CPU", "INPUTS", 2, "a", "b", "OUTPUTS", 1,
                         "mul", "BLOB", tf))
     p = rp.parse_dump(c.execute("DUMP", "tf"))
-    assert p.fields == [U(0), cstr("CPU"), cstr(""), b"", U(0), U(0), U(0), U(2), cstr("a"),
-                        cstr("b"),
+    assert p.fields == [U(0), cstr("CPU"), b"", U(0), U(0), U(0), U(2), cstr("a"), cstr("b"),
                         U(1), cstr("mul"), U(len(tf)), U(1), tf]
 
 
@@ -279,7 +278,7 @@ def test_v3_script_with_entry_points_loads(c, rdb_version):
 
 
 def test_old_encodings_survive_a_reload(c, rdb_version):
-    """Objects loaded from old encodings are saved as v5 and load again."""
+    """Objects loaded from old encodings are saved as v4 and load again."""
     a = sample("INT32", seed=5)
     assert_ok(restore(c, "t", rp.dump_payload("AI_TENSOR", 0, old_tensor(a), rdb_version)))
     built = tm.add()
@@ -306,9 +305,10 @@ def test_newer_encoding_is_refused_with_a_log_line(c, srv, rdb_version, type_nam
               "AI__MODEL": old_model(3, "TORCH", tm.add().blob),
               "AI_SCRIPT": [cstr("CPU"), b"", cstr(tm.SCRIPT), U(0)]}[type_name]
     mark = LogMark(srv.logfile)
-    assert_error(restore(c, "future", rp.dump_payload(type_name, ENC + 1, fields, rdb_version)),
-                 BAD_DATA)
-    mark.wait_for_line("not forward compatible", type_name, "future", f"version {ENC + 1}")
+    assert_error(restore(c, "future", rp.dump_payload(type_name, NEWEST_READ + 1, fields,
+                                                      rdb_version)), BAD_DATA)
+    mark.wait_for_line("not forward compatible", type_name, "future",
+                       f"version {NEWEST_READ + 1}", f"reads versions up to {NEWEST_READ}")
     assert c.execute("EXISTS", "future") == 0
     assert c.execute("PING") == "PONG"
 

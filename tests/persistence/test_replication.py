@@ -12,12 +12,16 @@ MODEL_CHUNK_SIZE (the chunk size is not replicated: docs/configuration.md).
 """
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
+import onnx_models as om
 import persistence_corpus as pc
+import rdb_files as rf
 import torch_models as tm
 from helpers import assert_error, assert_ok, info_field
-from persist_servers import wait_info
+from persist_servers import backend_name, wait_info
 from resp import RawClient
 
 READONLY = "READONLY You can't write against a read only replica."
@@ -92,6 +96,51 @@ def test_full_sync_then_promotion(servers, sync_mode):
     assert_ok(rc.execute("AI.MODELEXECUTE", "m:new", "INPUTS", 1, "in:x", "OUTPUTS", 1, "o:new"))
     assert rc.execute("AI.TENSORGET", "o:new", "BLOB") == rc.execute("AI.TENSORGET", "out:torch",
                                                                      "BLOB")
+    assert master.alive() and replica.alive(), replica.log()
+
+
+@pytest.mark.parametrize("sync_mode", ["disk", "diskless"])
+def test_named_models_keep_their_name_on_a_replica(servers, install_dir, sync_mode):
+    """Models stored with `BACKEND <name>` reach a replica with their name, by the full sync's
+    RDB (the name in the device field, docs/persistence.md) and by the command stream; the
+    replica's DUMP is the master's, and after promotion the models run."""
+    extra = MASTER + ["--repl-diskless-sync", "no" if sync_mode == "disk" else "yes"]
+    master = servers.start(extra=extra)
+    replica = servers.start()
+    mc, rc = RawClient(master.port), RawClient(replica.port)
+    onnx, torch = backend_name(install_dir, "onnxruntime"), backend_name(install_dir, "torch")
+    stores = {
+        "synced:onnx": ("ONNX", onnx, om.add().blob),
+        "synced:torch": ("TORCH", torch, tm.add().blob),
+        "streamed:onnx": ("ONNX", onnx, om.add().blob),
+    }
+
+    def store(key: str) -> None:
+        kind, name, blob = stores[key]
+        assert_ok(mc.execute("AI.MODELSTORE", key, kind, "CPU", "BACKEND", name, "TAG", key,
+                             "BLOB", blob))
+
+    store("synced:onnx")
+    store("synced:torch")
+    attach(master, replica, rc, mc)
+    if sync_mode == "disk":
+        # The file the master wrote for the sync holds the names in the device fields.
+        saved = rf.read_rdb(pathlib.Path(master.data_dir) / "dump.rdb").values_of("AI__MODEL")
+        assert saved[b"synced:onnx"].fields[1] == b"CPU\0backend=" + onnx.encode() + b"\0"
+        assert saved[b"synced:onnx"].encver == 4
+    store("streamed:onnx")
+    sync(mc)
+    for key, (_, name, _) in stores.items():
+        reply = rc.execute("AI.MODELGET", key, "META")
+        assert reply[-2:] == [b"backend_name", name.encode()], (key, reply)
+        assert reply == mc.execute("AI.MODELGET", key, "META"), key
+        assert rc.execute("DUMP", key) == mc.execute("DUMP", key), key
+    assert_ok(rc.execute("REPLICAOF", "NO", "ONE"))
+    built = om.add()
+    for n, a in zip(("ra", "rb"), built.sample):
+        assert_ok(rc.execute("AI.TENSORSET", n, "FLOAT", *a.shape, "BLOB", a.tobytes()))
+    for key in stores:
+        assert_ok(rc.execute("AI.MODELEXECUTE", key, "INPUTS", 2, "ra", "rb", "OUTPUTS", 1, "o"))
     assert master.alive() and replica.alive(), replica.log()
 
 

@@ -31,4 +31,4 @@ def test_fuzz_ai_commands_short_pass(install_dir: pathlib.Path, all_backend_path
 def test_fuzz_restore_payloads_short_pass(install_dir: pathlib.Path, all_backend_paths) -> None:
     counts = fuzz_restore.run(install_dir, seed=1, cases=2000)
     check(counts, 2000)
-    assert len(counts.by_command) == 12  # every payload kind was mutated
+    assert len(counts.by_command) == 13  # every payload kind was mutated

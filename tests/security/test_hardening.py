@@ -247,11 +247,11 @@ def test_restore_of_minbatchsize_larger_than_batchsize_is_refused(c):
                         "BLOB", tm.add().blob))
     p = model_fields(c, "m")
     fields = list(p.fields)
-    # v5: U backend, device, backend name, tag, U batch, U minbatch, ...
-    assert fields[4] == rp.U(2) and fields[5] == rp.U(2)
-    fields[5] = rp.U(3)
+    # U backend, device, tag, U batch, U minbatch, ...
+    assert fields[3] == rp.U(2) and fields[4] == rp.U(2)
+    fields[4] = rp.U(3)
     assert isinstance(restore_fields(c, p, fields), RespError)
-    fields[5] = rp.U(2)
+    fields[4] = rp.U(2)
     assert_ok(restore_fields(c, p, fields))
 
 
@@ -267,19 +267,19 @@ def test_restore_of_huge_model_lengths_and_counts_is_an_error(c, srv):
                         "mul", "BLOB", tf_graphs.mul_graph()))
     p = model_fields(c, "m")
     f = list(p.fields)
-    # U backend, device, backend name, tag, U batch, U minbatch, U timeout, U n_in, a, b,
-    # U n_out, mul, U total, U chunks, chunk
-    assert f[7] == rp.U(2) and f[10] == rp.U(1) and isinstance(f[14], bytes)
+    # U backend, device, tag, U batch, U minbatch, U timeout, U n_in, a, b, U n_out, mul,
+    # U total, U chunks, chunk
+    assert f[6] == rp.U(2) and f[9] == rp.U(1) and isinstance(f[13], bytes)
     for huge in HUGE:
-        for index in (7, 10, 12, 13):  # n_in, n_out, blob length, chunk count
+        for index in (6, 9, 11, 12):  # n_in, n_out, blob length, chunk count
             fields = list(f)
             fields[index] = rp.U(huge)
             assert isinstance(restore_fields(c, p, fields), RespError), (index, huge)
             assert srv.alive()
     # a blob length larger than the chunks hold, and one smaller
-    for total in (len(f[14]) + 1, len(f[14]) - 1, 0):
+    for total in (len(f[13]) + 1, len(f[13]) - 1, 0):
         fields = list(f)
-        fields[12] = rp.U(total)
+        fields[11] = rp.U(total)
         assert isinstance(restore_fields(c, p, fields), RespError), total
     assert c.execute("EXISTS", "x") == 0
     assert_ok(restore_fields(c, p, f))  # the untouched payload restores

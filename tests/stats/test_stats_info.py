@@ -429,7 +429,7 @@ def test_info_modules_with_three_backends(three_backends):
         assert len(mods) == 1 and mods[0].startswith(f"name=ai,ver={pins.VERSION_NUM},"), mods
         assert mods[0].endswith("options=[handle-io-errors]"), mods
         assert secs["ai_versions"] == [("ai_RedisAI_version", pins.VERSION),
-                                       ("ai_low_level_API_version", "1"), ("ai_rdb_version", "5")]
+                                       ("ai_low_level_API_version", "1"), ("ai_rdb_version", "4")]
         assert [k for k, _ in secs["ai_git"]] == ["ai_git_sha"] and secs["ai_git"][0][1]
         assert secs["ai_load_time_configs"] == [
             ("ai_threads_per_queue", "2"), ("ai_inter_op_parallelism", "1"),

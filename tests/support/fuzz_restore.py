@@ -1,7 +1,8 @@
 """A fuzzer of corrupt RESTORE payloads of every RedisAI type, against a real server.
 
 Valid DUMP payloads are taken at start from tensors of several dtypes (STRING included),
-models of every backend (made by the real frameworks) and scripts. Each case mutates one:
+models of every backend (made by the real frameworks; one stored with `BACKEND <name>`, whose
+name rides in the device field) and scripts. Each case mutates one:
 field by field (tests/support/rdb_payloads.py parses and writes the module's fields) with counts
 and lengths set to 0, 2^31, 2^32-2, 2^62, 2^63, 2^64-2 ..., strings cut, grown, flipped or
 emptied, fields dropped, doubled or added, other encoding versions; or byte by byte (bit
@@ -29,13 +30,14 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import rdb_payloads as rp  # noqa: E402
 from fuzz_ai import Blobs, drop_waiting_models, make_blobs  # noqa: E402
 from fuzz_harness import Counts, Target, short  # noqa: E402
+from persist_servers import backend_name  # noqa: E402
 
 BIG = [2**31, 2**32 - 2, 2**62, 2**63, 2**64 - 2, 2**64 - 1]
 VALUES = [0, 1, 2, 3, 7, 255, 256, 2**16, *BIG]
 
 
-def sources(c: Any, blobs: Blobs) -> dict[str, rp.Parsed]:
-    """Valid payloads, parsed, by name."""
+def sources(c: Any, blobs: Blobs, onnx_name: str) -> dict[str, rp.Parsed]:
+    """Valid payloads, parsed, by name (onnx_name: the ONNX backend's, for a named model)."""
     def ok(*args: Any) -> None:
         reply = c.execute(*args)
         assert reply == "OK", (short(args), reply)
@@ -54,13 +56,15 @@ def sources(c: Any, blobs: Blobs) -> dict[str, rp.Parsed]:
     ok("AI.MODELSTORE", "m_pt", "TORCH", "CPU", "BATCHSIZE", 4, "MINBATCHSIZE", 2,
               "MINBATCHTIMEOUT", 20, "BLOB", blobs.models["TORCH"])
     ok("AI.MODELSTORE", "m_ox", "ONNX", "CPU", "BLOB", blobs.models["ONNX"])
+    ok("AI.MODELSTORE", "m_named", "ONNX", "CPU", "BACKEND", onnx_name, "TAG", "n", "BLOB",
+       blobs.models["ONNX"])
     ok("AI.SCRIPTSTORE", "s", "CPU", "ENTRY_POINTS", 2, "bar", "tuple_out", "SOURCE",
               blobs.scripts[0])
     ok("AI.SCRIPTSET", "s_legacy", "CPU", "SOURCE", blobs.scripts[0])
     c.execute("AI.CONFIG", "MODEL_CHUNK_SIZE", 500)  # several chunks per model
     out = {}
     for key in ("t_float", "t_int8", "t_double", "t_bool", "t_uint16", "t_string", "t_scalar",
-                "m_tf", "m_pt", "m_ox", "s", "s_legacy"):
+                "m_tf", "m_pt", "m_ox", "m_named", "s", "s_legacy"):
         out[key] = rp.parse_dump(c.execute("DUMP", key))
     c.execute("AI.CONFIG", "MODEL_CHUNK_SIZE", 1 << 20)
     return out
@@ -73,12 +77,12 @@ def count_fields(name: str, p: rp.Parsed) -> set[int]:
         ndims = f[2].value
         return {2, *range(3, 3 + ndims)} - ({3} if name == "t_scalar" else set())
     if name.startswith("m_"):
-        # v5: U backend, device, backend name, tag, U batch, U minbatch, U timeout, U n_in
-        nin = f[7].value
-        nout_at = 8 + nin
+        # v4: U backend, device, tag, U batch, U minbatch, U timeout, U n_in
+        nin = f[6].value
+        nout_at = 7 + nin
         nout = f[nout_at].value
         total_at = nout_at + 1 + nout
-        return {7, nout_at, total_at, total_at + 1}
+        return {6, nout_at, total_at, total_at + 1}
     return {3}  # scripts: the entry-point count
 
 
@@ -133,7 +137,7 @@ def mutate(r: random.Random, name: str, p: rp.Parsed) -> tuple[bytes, str | None
         fields.insert(r.randrange(len(fields) + 1), extra)
         return encode(p, fields), None
     if kind == "encver":
-        return encode(p, fields, r.choice([0, 1, 2, 3, 4, 6, 1023])), None
+        return encode(p, fields, r.choice([0, 1, 2, 3, 5, 6, 1023])), None
     body = bytearray(encode(p, fields)[:-8])
     if kind == "flip":
         for _ in range(r.choice([1, 2, 4])):
@@ -174,9 +178,10 @@ def run(install_dir: pathlib.Path, seed: int, cases: int, batch: int = 100,
     blobs = make_blobs()
     counts = Counts()
     target = Target(install_dir)
+    onnx_name = backend_name(install_dir, "onnxruntime")
     start = time.monotonic()
     try:
-        valid = sources(target.client, blobs)
+        valid = sources(target.client, blobs, onnx_name)
         names = sorted(valid)
         last: list[Any] = []
         while counts.tried < cases:
@@ -186,7 +191,7 @@ def run(install_dir: pathlib.Path, seed: int, cases: int, batch: int = 100,
                 last = ["RESTORE", "x", 0, payload, "REPLACE"]
                 outcome, reply = target.send(last, counts, f"RESTORE {name}")
                 if outcome in ("crash", "hang"):
-                    sources(target.client, blobs)
+                    sources(target.client, blobs, onnx_name)
                     continue
                 if due and outcome == "ok":
                     counts.violations += 1
@@ -198,7 +203,7 @@ def run(install_dir: pathlib.Path, seed: int, cases: int, batch: int = 100,
                         counts.crashes += 1
                         counts.findings.append(f"crash using a restored {name}: {short(last)}")
                         target.restart()
-                        sources(target.client, blobs)
+                        sources(target.client, blobs, onnx_name)
             target.check_batch(counts, last)
             if counts.tried % 5000 < batch:
                 log(f"[fuzz_restore] {counts.tried} payloads, {time.monotonic() - start:.0f} s, "

@@ -4,6 +4,7 @@ multi-part AOF (appendonlydir/ with a manifest naming a base and an incr file).
 """
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 from typing import Any, Sequence
@@ -42,6 +43,15 @@ class Servers:
             dirs.add(srv.data_dir)
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
+
+
+def backend_name(install_dir: pathlib.Path, framework: str) -> str:
+    """The name of the install tree's default backend of a framework ("onnxruntime", "torch",
+    "tensorflow"): its folder's, which the link backends/redisai_<framework> points to. This
+    is the name `AI.MODELSTORE ... BACKEND <name>` takes for the backend the module arguments
+    load by path (docs/isolation.md)."""
+    link = install_dir / "backends" / f"redisai_{framework}"
+    return os.readlink(link)[len("redisai_"):]
 
 
 def info(c: RawClient, section: str, field: str) -> str | None:

@@ -126,9 +126,14 @@ def encode_fields(fields: list[Field]) -> bytes:
     return bytes(out)
 
 
+def module_value(type_name: str, encver: int, fields: list[Field]) -> bytes:
+    """What read_module_value reads: module id, fields, EOF opcode (no type byte)."""
+    return rdb_len(module_id(type_name, encver)) + encode_fields(fields) + rdb_len(OP_EOF)
+
+
 def dump_payload(type_name: str, encver: int, fields: list[Field], rdb_version: int) -> bytes:
-    body = (bytes([RDB_TYPE_MODULE_2]) + rdb_len(module_id(type_name, encver))
-            + encode_fields(fields) + rdb_len(OP_EOF) + struct.pack("<H", rdb_version))
+    body = (bytes([RDB_TYPE_MODULE_2]) + module_value(type_name, encver, fields)
+            + struct.pack("<H", rdb_version))
     return body + struct.pack("<Q", crc64(body))
 
 
@@ -210,12 +215,9 @@ class Parsed:
     rdb_version: int
 
 
-def parse_dump(payload: bytes) -> Parsed:
-    body, (rdb_version,), (crc,) = payload[:-10], struct.unpack("<H", payload[-10:-8]), \
-        struct.unpack("<Q", payload[-8:])
-    assert crc64(payload[:-8]) == crc, "CRC64 mismatch"
-    r = Reader(body)
-    assert r.byte() == RDB_TYPE_MODULE_2
+def read_module_value(r: Reader) -> tuple[str, int, list[Field]]:
+    """A module value after its type byte (in a payload or an RDB file): the module id, then
+    the fields up to the EOF opcode. (type name, encoding version, fields)."""
     mid, _ = r.length()
     name, encver = split_module_id(mid)
     fields: list[Field] = []
@@ -229,6 +231,16 @@ def parse_dump(payload: bytes) -> Parsed:
             fields.append(r.string())
         else:
             raise AssertionError(f"unexpected opcode {op}")
+    return name, encver, fields
+
+
+def parse_dump(payload: bytes) -> Parsed:
+    body, (rdb_version,), (crc,) = payload[:-10], struct.unpack("<H", payload[-10:-8]), \
+        struct.unpack("<Q", payload[-8:])
+    assert crc64(payload[:-8]) == crc, "CRC64 mismatch"
+    r = Reader(body)
+    assert r.byte() == RDB_TYPE_MODULE_2
+    name, encver, fields = read_module_value(r)
     assert r.pos == len(body), "bytes after the EOF opcode"
     return Parsed(name, encver, fields, rdb_version)
 
