@@ -21,6 +21,7 @@ from paths import backend_file, find_install_dir
 from redis_server import (ISOLATE_ENV, SERVER_ENV, SERVER_EXE_ENV, Connect, RedisServer,
                           StartServer, backend_args, server_exe, server_name)
 from resp import RawClient
+from server_facts import ServerFacts, build_probe
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -185,6 +186,16 @@ def raw(r: redis.Redis, server: RedisServer) -> Iterator[RawClient]:
     c = RawClient(server.port)
     yield c
     c.close()
+
+
+@pytest.fixture(scope="session")
+def server_facts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerFacts]:
+    """What this session's server offers a module (its API functions, the wording of
+    RedisModule_WrongArity), asked of a server of the same executable with a probe module
+    (tests/support/server_facts.py), started on first use and stopped at the end."""
+    facts = ServerFacts(build_probe(tmp_path_factory.mktemp("server_probe")))
+    yield facts
+    facts.close()
 
 
 @pytest.fixture(scope="session")

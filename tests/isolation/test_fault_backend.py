@@ -26,7 +26,7 @@ import pytest
 
 from fault_injection import HOST_FLAG, IN_PROCESS, fault_env
 from helpers import LOAD_ERR, assert_error, assert_error_startswith, assert_ok
-from redis_server import Connect, RedisServer
+from redis_server import Connect, RedisServer, server_exe
 from resp import RawClient, RespError
 
 # Every test here loads the fault backend into redis-server itself (or refuses to): what it
@@ -293,8 +293,8 @@ DATA_LIMIT_MB = 768
 def limited_exe(tmp_path: pathlib.Path) -> str:
     """redis-server under RLIMIT_DATA (which counts malloc's mmaps since Linux 4.7), so that
     magic 4 meets a failing malloc instead of the machine's OOM killer."""
-    real = shutil.which("redis-server")
-    assert real, "redis-server is not on PATH"
+    real = shutil.which(server_exe())  # the session's server (pytest --server)
+    assert real, f"{server_exe()} is not on PATH"
     exe = tmp_path / "redis-server-limited"
     exe.write_text(f"#!/bin/sh\nulimit -d {DATA_LIMIT_MB * 1024}\nexec {real} \"$@\"\n")
     exe.chmod(0o755)

@@ -231,6 +231,10 @@ def test_project_and_framework_versions_are_the_pins() -> None:
                     pinned["onnxruntime"], pins.ORT_SIDE_BY_SIDE.split("==")[1],
                     pins.CLIENT_PYPI_PINS[0].split("==")[1], pinned["redis"]):
         assert version in support, f"README's support table lacks {version}"
+    for pin in pins.SERVER_PINS:  # the servers of the CI matrix, and the wheels they come from
+        distribution, version = pin.wheel.split("==")
+        for stated in (pin.version, f"`{distribution}` {version}"):
+            assert stated in support, f"README's support table lacks {stated} ({pin.name})"
 
 
 # --------------------------------------------------------------------------------------

@@ -20,6 +20,20 @@ def arity(command: str) -> str:
     return f"ERR wrong number of arguments for '{command.lower()}' command"
 
 
+def arity_wording(reply: Any, typed: str) -> Callable[[str], str]:
+    """Redis's own arity error (RM_WrongArity) as one server words it, from `reply`, its
+    answer to a module command typed `typed` (mixed case) without its arguments: a function
+    of the command as a test types it. Redis 7.0+ and Valkey name the command in lower case
+    (arity() above), Redis 6.2 as the client typed it."""
+    assert isinstance(reply, RespError), reply
+    template = str(reply).replace("{", "{{").replace("}", "}}")
+    for seen, lower in ((f"'{typed}'", False), (f"'{typed.lower()}'", True)):
+        if seen in template:
+            template = template.replace(seen, "'{}'")
+            return lambda command: template.format(command.lower() if lower else command)
+    raise AssertionError(f"the arity error names no command {typed!r}: {reply!r}")
+
+
 def assert_ok(reply: Any) -> None:
     assert isinstance(reply, Status) and reply == "OK", f"expected +OK, got {reply!r}"
 

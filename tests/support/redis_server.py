@@ -68,6 +68,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# Redis 7.0's switches for DEBUG and MODULE LOAD from a client; an older server (6.2) stops
+# at them with "Bad directive". Learned per executable from that refusal, not from a version.
+PROTECTED_COMMANDS = ("--enable-debug-command", "yes", "--enable-module-command", "yes")
+_refuses_protected: dict[str, bool] = {}
+
+
 class RedisServer:
     """One redis-server process of our own, with its own port and work dir."""
 
@@ -78,16 +84,36 @@ class RedisServer:
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="redisai-test-")
         self.logfile = pathlib.Path(self.dir) / "redis.log"
+        # What the server prints before its log file is open (a refused option).
+        self.outfile = pathlib.Path(self.dir) / "stdout.log"
         cmd = [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-               "--save", "", "--appendonly", "no", "--logfile", str(self.logfile),
-               "--enable-debug-command", "yes", "--enable-module-command", "yes"]
-        cmd += list(extra)
+               "--save", "", "--appendonly", "no", "--logfile", str(self.logfile)]
+        after = list(extra)
         if module is not None:
-            cmd += ["--loadmodule", str(module), *isolate_args(), *module_args]
-        self.cmd = cmd
-        self.proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.STDOUT)
-        self._wait_ready()
+            after += ["--loadmodule", str(module), *isolate_args(), *module_args]
+        protected = [] if _refuses_protected.get(exe) else list(PROTECTED_COMMANDS)
+        self.cmd = [*cmd, *protected, *after]
+        self._start(env, cwd)
+        try:
+            self._wait_ready()
+        except RuntimeError:
+            if protected and self._refused_protected():
+                _refuses_protected[exe] = True
+                self.cmd = [*cmd, *after]
+                self._start(env, cwd)
+                self._wait_ready()
+            else:
+                raise
+
+    def _start(self, env: dict[str, str] | None, cwd: str | os.PathLike | None) -> None:
+        with open(self.outfile, "wb") as out:
+            self.proc = subprocess.Popen(self.cmd, env=env, cwd=cwd, stdout=out,
+                                         stderr=subprocess.STDOUT)
+
+    def _refused_protected(self) -> bool:
+        out = self.output()
+        return "Bad directive" in out and any(o in out for o in ("enable-debug-command",
+                                                                  "enable-module-command"))
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
         # A raw PING over a plain socket: redis-py 8 retries a refused connection with
@@ -95,7 +121,8 @@ class RedisServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.proc.returncode}:\n{self.log()}")
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}:\n"
+                                   f"{self.log()}{self.output()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=2.0) as s:
                     s.sendall(b"PING\r\n")
@@ -112,6 +139,13 @@ class RedisServer:
     def log(self) -> str:
         try:
             return self.logfile.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def output(self) -> str:
+        """What the server wrote to stdout and stderr (empty once its log file is open)."""
+        try:
+            return self.outfile.read_text(errors="replace")
         except FileNotFoundError:
             return ""
 
