@@ -333,8 +333,14 @@ static void bind(RAI_DAGRunCtx *r, RAI_DagOp *op, const LLAPI_Params *in, const 
     }
 }
 
+/* RedisAI 1.2's texts for a model op's counts, whole: clients compare them
+ * (the commands' own say "given as INPUTS here"). */
+#define DAG_ERR_INPUT_KEYS "Number of keys given as INPUTS does not match model definition"
+#define DAG_ERR_OUTPUT_KEYS "Number of keys given as OUTPUTS does not match model definition"
+
 /* Adds the op; the DAG owns it from then on (freed by RedisAI_DAGFree). A
- * model op must name as many inputs and outputs as the model has. */
+ * model op must name as many inputs and outputs as the model has; a
+ * refused op stays the client's, to complete and add again. */
 int RedisAI_DAGAddRunOp(RAI_DAGRunCtx *run_info, RAI_DAGRunOp *DAGop, RAI_Error *err) {
     if (!building(run_info) || DAGop == NULL || DAGop->added) {
         LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER,
@@ -344,13 +350,11 @@ int RedisAI_DAGAddRunOp(RAI_DAGRunCtx *run_info, RAI_DAGRunOp *DAGop, RAI_Error 
     if (DAGop->kind == DAG_OP_MODEL) {
         const RAI_Model *m = DAGop->model;
         if (DAGop->inputs.n != m->ninputs) {
-            Error_SetFmt(err, RAI_ERR_DAG_INPUT_KEYS_FMT, m->ninputs, DAGop->inputs.n);
-            Error_SetCode(err, RedisAI_ErrorCode_EDAGBUILDER);
+            LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER, DAG_ERR_INPUT_KEYS);
             return REDISMODULE_ERR;
         }
         if (m->noutputs != 0 && DAGop->outputs.n != m->noutputs) {
-            Error_SetFmt(err, RAI_ERR_DAG_OUTPUT_KEYS_FMT, m->noutputs, DAGop->outputs.n);
-            Error_SetCode(err, RedisAI_ErrorCode_EDAGBUILDER);
+            LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER, DAG_ERR_OUTPUT_KEYS);
             return REDISMODULE_ERR;
         }
     }

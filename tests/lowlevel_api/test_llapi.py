@@ -497,11 +497,29 @@ def test_dag_built_op_by_op(c: RawClient, model: TwoInputModel) -> None:
     np.testing.assert_allclose(got_d, A + want_c, rtol=1e-6)
 
 
+# DAGAddRunOp's refusals of a model op's counts: RedisAI 1.2's texts, which clients compare whole.
+DAG_INPUT_KEYS = "Number of keys given as INPUTS does not match model definition"
+DAG_OUTPUT_KEYS = "Number of keys given as OUTPUTS does not match model definition"
+
+
+def test_refused_model_op_stays_usable(c: RawClient, model: TwoInputModel) -> None:
+    """Refused for its inputs, then (the missing input added) for its outputs, then (the
+    output added) accepted: the same op, and the DAG runs."""
+    _store_model_and_script(c, model)
+    numops, outs, rerun, refused = c.execute("LLAPI.DAGRUN", "m", "s", "a", "add_all", "RETRY")
+    assert refused == [f"EDAGBUILDER {DAG_INPUT_KEYS}", f"EDAGBUILDER {DAG_OUTPUT_KEYS}"]
+    assert numops == 5 and rerun == "EDAGRUN ERR the DAG was already run"
+    want_c = model.fn(A, np.full_like(A, 2))
+    got_c, got_d = outputs(outs)
+    np.testing.assert_allclose(got_c, want_c, rtol=1e-6)
+    np.testing.assert_allclose(got_d, A + want_c, rtol=1e-6)
+
+
 def test_failing_dags(c: RawClient) -> None:
     _store_model_and_script(c, MODELS["TORCH"])
-    # refused while it is built (RedisAI 1.2's text)
-    assert llapi_error(c.execute("LLAPI.DAGRUN", "m", "s", "a", "add_all", "FAIL"), "EDAGBUILDER") == (
-        "Number of keys given as INPUTS does not match model definition, expected 2 but was given 1")
+    # refused while it is built: RedisAI 1.2's text, whole
+    assert llapi_error(c.execute("LLAPI.DAGRUN", "m", "s", "a", "add_all", "FAIL"),
+                       "EDAGBUILDER") == DAG_INPUT_KEYS
     # fails while it runs: DAGRunError, and DAGGetError has the failed op's code and message
     msg = llapi_error(c.execute("LLAPI.DAGRUN", "m", "s", "a", "reshape_fails"), "ESCRIPTRUN")
     assert "shape '[7, 7]' is invalid for input of size 6" in msg, msg
