@@ -8,7 +8,8 @@ returned; here the results are compared with numpy, with what the frameworks com
 in-process, and with RedisAI's own commands:
 
 * OnLoad fetches all 76 functions; loading it before redisai.so fails with a log line;
-* tensors made, filled, read, concatenated, sliced, copied, and stored in keys;
+* tensors made, filled (BOOL data of bytes other than 0 and 1 refused), read, concatenated,
+  sliced, copied, and stored in keys;
 * models (TF, TORCH, ONNX) from the keyspace and from a blob, run synchronously (ONNX refuses,
   as in 1.2), as a batch of run contexts and asynchronously (batching with the commands' runs
   on the same queue); ModelSerialize; scripts stored by AI.SCRIPTSTORE and made by ScriptCreate;
@@ -52,6 +53,7 @@ DLPACK: dict[str, tuple[int, int, Any]] = {
     "INT64": (0, 64, np.int64), "UINT8": (1, 8, np.uint8), "UINT16": (1, 16, np.uint16),
 }
 BY_CODE = {(code, bits): dt for code, bits, dt in DLPACK.values()}
+BY_CODE[(6, 8)] = np.bool_  # BOOL: one byte, 0 or 1
 
 SCRIPT = '''
 def add_list(a: Tensor, rest: List[Tensor]):
@@ -238,6 +240,25 @@ def test_tensor_create_errors(c: RawClient) -> None:
     assert_error(c.execute("LLAPI.TENSORCREATE", "NOPE", 1, 2), "ERR TensorCreate returned NULL for NOPE")
     empty = tensor(c.execute("LLAPI.TENSORCREATE", "INT64", 1, 0))
     assert empty.array.shape == (0,) and empty.getter_rcs == [-1, -1]
+
+
+def test_tensor_set_data_refuses_bool_bytes_other_than_0_and_1(c: RawClient) -> None:
+    """TensorSetData answers 0 (as for its other refusals) and copies nothing when a BOOL
+    tensor's bytes are not all 0 or 1, the last byte included; 1 for 0s and 1s."""
+    good = np.array([[1, 0, 1], [0, 0, 1]], np.uint8)
+    t = tensor(c.execute("LLAPI.TENSORCREATE", "BOOL", 2, 2, 3, "BLOB", good.tobytes()))
+    assert t.dlpack == (6, 8, 1)
+    np.testing.assert_array_equal(t.array, good.astype(bool))
+    for at in (0, 2, 5):
+        for byte in (2, 0x80, 0xFF):
+            bad = good.reshape(-1).copy()
+            bad[at] = byte
+            assert_error(c.execute("LLAPI.TENSORCREATE", "BOOL", 2, 2, 3, "BLOB", bad.tobytes()),
+                         "ERR TensorSetData returned 0, the data unchanged")
+    # other dtypes take any bytes
+    raw = np.array([2, 0x80, 0xFF], np.uint8)
+    np.testing.assert_array_equal(
+        tensor(c.execute("LLAPI.TENSORCREATE", "UINT8", 1, 3, "BLOB", raw.tobytes())).array, raw)
 
 
 def test_tensor_in_keys(c: RawClient) -> None:
