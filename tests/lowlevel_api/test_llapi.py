@@ -17,7 +17,9 @@ in-process, and with RedisAI's own commands:
   bad DAG strings;
 * errors: codes (by their number), messages (the commands' own texts), one-line messages,
   clone and clear; the return value of every call the module makes is checked (LLAPI.CHECK);
-* AI.INFO counts the LLAPI's runs of stored models and scripts like the commands' runs.
+* AI.INFO counts the LLAPI's runs of stored models and scripts like the commands' runs, the
+  failing ones as errors (a run context that does not fit its model too), also with many
+  clients at once on two devices.
 
 Reference counts are exercised on purpose (shallow copies outliving keys, objects freed while
 their run is queued): run it under AddressSanitizer with ci/asan-tests.sh tests/lowlevel_api/test_llapi.py.
@@ -606,6 +608,94 @@ def test_info_counts_llapi_runs(c: RawClient, model: TwoInputModel) -> None:
     # and a command's run counts in the same entry
     assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "out"))
     assert stats(c, "m") == (before[0] + 2, before[1], before[2] + 2 * rows)
+
+
+def test_info_counts_a_run_whose_context_does_not_fit(c: RawClient, model: TwoInputModel) -> None:
+    """A run context with no inputs at all: ModelRunAsync queues it, it fails, and it counts a
+    call and an error, as a failed command run does (RedisAI 1.2: that run and one good run of
+    a TF model on 2x2 inputs give calls 2, errors 1, samples 2). ModelRun counts it too, once
+    per run context."""
+    store(c, model)
+    put(c, "a", A[:, :2])
+    put(c, "b", B[:, :2])
+    unfit = ["INPUTS", 0, "OUTPUTS", 1, model.output]
+    assert llapi_error(c.execute("LLAPI.MODELRUN_ASYNC", "m", *unfit), "EMODELRUN")
+    assert stats(c, "m") == (1, 1, 0)
+    outputs(c.execute("LLAPI.MODELRUN_ASYNC", "m", *_io(model)))
+    assert stats(c, "m") == (2, 1, 2)
+    # one input of two, asynchronously; then synchronously, alone and as a batch of two contexts
+    assert llapi_error(c.execute("LLAPI.MODELRUN_ASYNC", "m", "INPUTS", 1, "a", "OUTPUTS", 1,
+                                 model.output), "EMODELRUN")
+    assert llapi_error(c.execute("LLAPI.MODELRUN", "m", *unfit), "EMODELRUN")
+    assert llapi_error(c.execute("LLAPI.MODELRUN_BATCH", "m", *unfit), "EMODELRUN")
+    assert stats(c, "m") == (6, 5, 2)
+
+
+def test_info_counts_failing_script_runs_and_dag_ops(c: RawClient, model: TwoInputModel) -> None:
+    """Queued script runs and DAG ops that fail count a call and an error each; an op a failed
+    op keeps from running counts nothing, as in a command's DAG."""
+    _store_model_and_script(c, model)
+    rows = A.shape[0]
+    for fn in ("no_such_fn", "reshape_fails"):
+        llapi_error(c.execute("LLAPI.SCRIPTRUN_ASYNC", "s", fn, "INPUTS", 1, "a", "OUTPUTS", 1),
+                    "ESCRIPTRUN")
+    # two outputs asked of a function that returns one
+    llapi_error(c.execute("LLAPI.SCRIPTRUN_ASYNC", "s", "add_all", "INPUTS", 1, "a", "OUTPUTS", 2),
+                "ESCRIPTRUN")
+    assert stats(c, "s") == (3, 3, -1)
+    # the model op runs, the script op after it fails
+    llapi_error(c.execute("LLAPI.DAGRUN", "m", "s", "a", "reshape_fails"), "ESCRIPTRUN")
+    assert stats(c, "m") == (1, 0, rows) and stats(c, "s") == (4, 4, -1)
+    # the model op fails (inputs of shapes that do not combine), so the script op after it
+    # never runs
+    put(c, "i", np.ones((5, 7), np.float32))
+    llapi_error(c.execute("LLAPI.DAGSTRING", "|> AI.MODELEXECUTE m INPUTS 2 a i OUTPUTS 1 c "
+                          "|> AI.SCRIPTEXECUTE s add_all INPUTS 1 c OUTPUTS 1 d |> AI.TENSORGET d",
+                          "a", "i"), "EMODELRUN")
+    assert stats(c, "m") == (2, 1, rows) and stats(c, "s") == (4, 4, -1)
+
+
+def test_info_counts_llapi_runs_of_many_clients_on_two_devices(
+        srv: RedisServer, c: RawClient) -> None:
+    """Clients at once, each with good and failing runs of models and scripts on CPU and CPU:1
+    (the CPU:1 model batching the clients' runs), and DAGs whose ops cross the two queues:
+    every run and op counts once, each failure as an error."""
+    clients = 6
+    for d, device in enumerate(("CPU", "CPU:1")):
+        batching = ["BATCHSIZE", 4] if d == 1 else []
+        assert_ok(c.execute("AI.MODELSTORE", f"m{d}", "TORCH", device, *batching,
+                            "BLOB", MODELS["TORCH"].blob()))
+        assert_ok(c.execute("AI.SCRIPTSTORE", f"s{d}", device, "ENTRY_POINTS", 2, "add_all",
+                            "reshape_fails", "SOURCE", SCRIPT))
+    put(c, "a", A)
+    put(c, "b", B)
+    rows = A.shape[0]
+    runs: list[list[Any]] = []
+    for d in (0, 1):
+        m, s, other_s = f"m{d}", f"s{d}", f"s{1 - d}"
+        runs += [
+            ["LLAPI.MODELRUN_ASYNC", m, "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c"],  # good
+            ["LLAPI.MODELRUN_ASYNC", m, "INPUTS", 0, "OUTPUTS", 1, "c"],            # unfit
+            ["LLAPI.SCRIPTRUN_ASYNC", s, "add_all", "INPUTS", 1, "a", "OUTPUTS", 1],  # good
+            ["LLAPI.SCRIPTRUN_ASYNC", s, "reshape_fails", "INPUTS", 1, "a", "OUTPUTS", 1],
+            ["LLAPI.DAGRUN", m, other_s, "a", "add_all"],        # model op, script op: good
+            ["LLAPI.DAGRUN", m, other_s, "a", "reshape_fails"],  # the script op fails
+        ]
+    conns = [RawClient(srv.port) for _ in range(clients)]
+    try:
+        for conn in conns:
+            for run in runs:
+                conn.send(*run)
+        failed = sum(isinstance(conn.read(), RespError) for conn in conns for _ in runs)
+    finally:
+        for conn in conns:
+            conn.close()
+    assert failed == 3 * 2 * clients
+    for d in (0, 1):
+        # per client: good run, unfit run, two DAG model ops; the script: good, failing, and
+        # the script ops of the other device's DAGs, one good and one failing
+        assert stats(c, f"m{d}") == (4 * clients, clients, 3 * rows * clients)
+        assert stats(c, f"s{d}") == (4 * clients, 2 * clients, -1)
 
 
 # --- the test module's own commands declare their keys ----------------------------------
