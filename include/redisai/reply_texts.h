@@ -4,9 +4,10 @@
  *
  * Each is RedisAI 1.2's reply, byte for byte, which clients and tests match;
  * keeping it here means one place to check it against docs/commands.md. Where 1.2
- * gave two wordings of one refusal (a DAG's key counts, TFLITE's device),
- * both are here. A backend that adds to a text (Torch's output type name)
- * writes the macro followed by its own part.
+ * gave two wordings of one refusal (TFLITE's device), both are here; the
+ * LLAPI DAG's wording of the key counts is llapi_dag.c's alone. A backend
+ * that adds to a text (Torch's output type name) writes the macro followed
+ * by its own part.
  *
  * Only string literals: nothing to link, usable from C and C++.
  */
@@ -27,14 +28,6 @@
 /* --- key counts against the model --- */
 #define RAI_ERR_INPUT_KEYS "Number of keys given as INPUTS here does not match model definition"
 #define RAI_ERR_OUTPUT_KEYS "Number of keys given as OUTPUTS here does not match model definition"
-/* A DAG's op, checked when the DAG is built (LLAPI); printf formats of
- * (expected, given) as size_t. */
-#define RAI_ERR_DAG_INPUT_KEYS_FMT                                      \
-    "Number of keys given as INPUTS does not match model definition, "  \
-    "expected %zu but was given %zu"
-#define RAI_ERR_DAG_OUTPUT_KEYS_FMT                                     \
-    "Number of keys given as OUTPUTS does not match model definition, " \
-    "expected %zu but was given %zu"
 
 /* --- a run's outputs --- */
 #define RAI_ERR_OUTPUT_COUNT "ERR Model did not generate the expected number of outputs"

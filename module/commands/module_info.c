@@ -1,8 +1,9 @@
 /*
  * module_info.c - the `ai_*` sections of INFO MODULES (docs/info.md), with two
  * additions over RedisAI 1.2: every loaded backend reports its real
- * framework version (Torch included, where 1.2 printed NA), and a section
- * of our own, ai_backends_paths, names the file each was loaded from.
+ * framework version (Torch included, where 1.2 printed NA), and sections of
+ * our own (ai_backends_paths, ai_inline_runs, ai_isolation) follow 1.2's
+ * five, which keep 1.2's order.
  */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "commands/module_info.h"
@@ -102,7 +103,12 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
         }
     }
 
-    /* Ours, beyond 1.2: the file each backend was loaded from. */
+    RedisModule_InfoAddSection(ctx, "cpu");
+    addCpu(ctx);
+
+    /* Ours from here on, after 1.2's five sections: tools split INFO on '#'
+     * and take 1.2's sections by position. First, the file each backend was
+     * loaded from. */
     RedisModule_InfoAddSection(ctx, "backends_paths");
     for (int k = 0; k < RAI_BACKEND_KINDS; k++) {
         const RAI_LoadedBackend *b = Backend_Loaded((RAI_BackendKind)k);
@@ -116,11 +122,7 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
      * default (docs/isolation.md, "RDB, AOF and replication"). */
     RedisModule_InfoAddFieldLongLong(ctx, "models_on_fallback_backend", Model_FallbackCount());
 
-    RedisModule_InfoAddSection(ctx, "cpu");
-    addCpu(ctx);
-
-    /* Ours, after 1.2's sections: runs answered on the main thread
-     * (inline_run.h). */
+    /* Runs answered on the main thread (inline_run.h). */
     RedisModule_InfoAddSection(ctx, "inline_runs");
     RedisModule_InfoAddFieldLongLong(ctx, "inline_run_max_us", rai_config.inline_run_max_us);
     RedisModule_InfoAddFieldLongLong(ctx, "inline_runs", InlineRun_Count());

@@ -19,9 +19,11 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/messages.h"
 #include "llapi/llapi_internal.h"
 #include "redisai/reply_texts.h"
+#include "types/run_stats.h"
 
 /* ------------------------------ finish context ---------------------------- */
 
@@ -148,10 +150,20 @@ int LLAPI_ModelOrder(RAI_ModelRunCtx *mctx, RAI_Tensor **ins, size_t *out_index,
     return REDISMODULE_OK;
 }
 
+/* A model run whose context did not fit the model ran no op: it counts as
+ * a failed run all the same, as a run the backend refuses does (and as
+ * RedisAI 1.2 counted it). */
+static void countUnfit(const RAI_OnFinishCtx *f) {
+    if (!f->unfit) return;
+    RAI_RunStats *s = f->mctx->model->stats;
+    if (s) RunStats_AddRun(s, 0, 0, 0);
+}
+
 /* dag->on_finish of every LLAPI run, on the worker thread that ends it. */
 static void onFinish(RAI_Dag *dag) {
     RAI_OnFinishCtx *f = dag->on_finish_data;
     Dag_UpdateStats(dag);
+    countUnfit(f);
     collectError(f);
     collectOutputs(f);
     f->cb(f, f->private_data);
@@ -169,16 +181,27 @@ static void onFinish(RAI_Dag *dag) {
     }
 }
 
+/* Queues the run's DAG. The empty DAG of an unfit model run goes through
+ * its model's queue, where the run would have gone, so that it fails in
+ * turn with the model's other runs. */
+static int enqueue(RAI_OnFinishCtx *f, RAI_Error *err) {
+    if (!f->unfit) return Dag_Enqueue(f->dag, err);
+    f->dag->enqueued_ms = Clock_NowMs();
+    RunQueue_Push(f->mctx->model->queue, f->dag);
+    return REDISMODULE_OK;
+}
+
 int LLAPI_StartRun(RAI_OnFinishCtx *f) {
     RAI_Dag *dag = f->dag;
     /* A context that cannot run fails through the callback, as a backend
-     * error would: the empty DAG goes through the CPU queue. */
+     * error would, and counts as a failed run (countUnfit). */
     if (f->kind == LLAPI_RUN_MODEL) {
         RAI_ModelRunCtx *mctx = f->mctx;
         RAI_Model *m = mctx->model;
         RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * (m->ninputs ? m->ninputs : 1));
         f->out_index = RedisModule_Alloc(sizeof(size_t) * (mctx->outputs.n ? mctx->outputs.n : 1));
-        if (LLAPI_ModelOrder(mctx, ins, f->out_index, &f->err) == REDISMODULE_OK) {
+        f->unfit = LLAPI_ModelOrder(mctx, ins, f->out_index, &f->err) != REDISMODULE_OK;
+        if (!f->unfit) {
             RAI_DagOp *op = Dag_AddOp(dag, DAG_OP_MODEL);
             op->model = Model_Retain(m);
             op->queue = m->queue;
@@ -213,7 +236,7 @@ int LLAPI_StartRun(RAI_OnFinishCtx *f) {
     dag->on_finish_data = f;
     RAI_Error err;
     Error_Init(&err);
-    if (Dag_Enqueue(dag, &err) != REDISMODULE_OK) {
+    if (enqueue(f, &err) != REDISMODULE_OK) {
         Error_Clear(&err);
         freeFinishCtx(f);
         return REDISMODULE_ERR;
@@ -333,8 +356,14 @@ static void bind(RAI_DAGRunCtx *r, RAI_DagOp *op, const LLAPI_Params *in, const 
     }
 }
 
+/* RedisAI 1.2's texts for a model op's counts, whole: clients compare them
+ * (the commands' own say "given as INPUTS here"). */
+#define DAG_ERR_INPUT_KEYS "Number of keys given as INPUTS does not match model definition"
+#define DAG_ERR_OUTPUT_KEYS "Number of keys given as OUTPUTS does not match model definition"
+
 /* Adds the op; the DAG owns it from then on (freed by RedisAI_DAGFree). A
- * model op must name as many inputs and outputs as the model has. */
+ * model op must name as many inputs and outputs as the model has; a
+ * refused op stays the client's, to complete and add again. */
 int RedisAI_DAGAddRunOp(RAI_DAGRunCtx *run_info, RAI_DAGRunOp *DAGop, RAI_Error *err) {
     if (!building(run_info) || DAGop == NULL || DAGop->added) {
         LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER,
@@ -344,13 +373,11 @@ int RedisAI_DAGAddRunOp(RAI_DAGRunCtx *run_info, RAI_DAGRunOp *DAGop, RAI_Error 
     if (DAGop->kind == DAG_OP_MODEL) {
         const RAI_Model *m = DAGop->model;
         if (DAGop->inputs.n != m->ninputs) {
-            Error_SetFmt(err, RAI_ERR_DAG_INPUT_KEYS_FMT, m->ninputs, DAGop->inputs.n);
-            Error_SetCode(err, RedisAI_ErrorCode_EDAGBUILDER);
+            LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER, DAG_ERR_INPUT_KEYS);
             return REDISMODULE_ERR;
         }
         if (m->noutputs != 0 && DAGop->outputs.n != m->noutputs) {
-            Error_SetFmt(err, RAI_ERR_DAG_OUTPUT_KEYS_FMT, m->noutputs, DAGop->outputs.n);
-            Error_SetCode(err, RedisAI_ErrorCode_EDAGBUILDER);
+            LLAPI_Fail(err, RedisAI_ErrorCode_EDAGBUILDER, DAG_ERR_OUTPUT_KEYS);
             return REDISMODULE_ERR;
         }
     }

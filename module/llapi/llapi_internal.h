@@ -76,6 +76,7 @@ struct RAI_OnFinishCtx {
     void *private_data;
     RAI_ModelRunCtx *mctx;  /* LLAPI_RUN_MODEL: the client's */
     size_t *out_index;      /* LLAPI_RUN_MODEL: see LLAPI_ModelOrder */
+    int unfit;              /* LLAPI_RUN_MODEL: mctx does not fit its model (no op) */
     RAI_ScriptRunCtx *sctx; /* LLAPI_RUN_SCRIPT: the client's */
 };
 

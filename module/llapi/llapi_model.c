@@ -252,10 +252,20 @@ static int prepare(RAI_ModelRunCtx **mctxs, SyncRun *r, RAI_Error *err) {
     return REDISMODULE_OK;
 }
 
+/* A run that failed, once per context, each on its model's AI.INFO (a
+ * model without a key has none). */
+static void countFailed(RAI_ModelRunCtx **mctxs, long long n) {
+    for (long long k = 0; k < n; k++) {
+        RAI_RunStats *s = mctxs[k] ? mctxs[k]->model->stats : NULL;
+        if (s) RunStats_AddRun(s, 0, 0, 0);
+    }
+}
+
 /* Runs in the calling thread. With n > 1 the contexts (same model) run as
  * one batch, as 1.2 does: each input concatenated along dim 0 across the
  * contexts, each output sliced back. A model stored at a key counts in
- * its AI.INFO like a command's run (one call per context). ONNX refuses
+ * its AI.INFO like a command's run (one call per context; a failure, the
+ * contexts' own included, is an error of each). ONNX refuses
  * synchronous runs, as in 1.2 (MODEL_EXECUTION_TIMEOUT guards its queue
  * runs only). */
 int RedisAI_ModelRun(RAI_ModelRunCtx **mctxs, long long n, RAI_Error *err) {
@@ -306,7 +316,6 @@ int RedisAI_ModelRun(RAI_ModelRunCtx **mctxs, long long n, RAI_Error *err) {
     if (run != 0) {
         Error_Set(err, RAI_ERR_RUN_FAILED);
         Error_SetCode(err, RedisAI_ErrorCode_EMODELRUN);
-        for (long long k = 0; m->stats && k < n; k++) RunStats_AddRun(m->stats, 0, 0, 0);
         goto done;
     }
     long long from = 0;
@@ -327,6 +336,7 @@ int RedisAI_ModelRun(RAI_ModelRunCtx **mctxs, long long n, RAI_Error *err) {
     rc = REDISMODULE_OK;
 
 done:
+    if (rc != REDISMODULE_OK) countFailed(mctxs, n);
     for (size_t i = 0; ins && i < r.nin; i++) Tensor_Release(ins[i]);
     for (size_t j = 0; outs && j < r.nout; j++) Tensor_Release(outs[j]);
     RedisModule_Free(ins);

@@ -124,13 +124,24 @@ static int setStrings(RAI_Tensor *t, const char *data, size_t len) {
     return 1;
 }
 
-/* Copies len bytes to the start of the data: 0 when len exceeds it. A
- * STRING tensor takes a blob of exactly its element count of
- * NUL-terminated strings. */
+/* 1 when every byte is 0 or 1, as a BOOL element must be. Unlike
+ * AI.TENSORSET's check (1.2's quirk: the last byte skipped), 1.2's
+ * TensorSetData checks them all. */
+static int boolBytes(const char *data, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        if ((unsigned char)data[i] > 1) return 0;
+    }
+    return 1;
+}
+
+/* Copies len bytes to the start of the data: 0 (nothing copied) when len
+ * exceeds it, or for BOOL bytes other than 0 and 1. A STRING tensor takes
+ * a blob of exactly its element count of NUL-terminated strings. */
 int RedisAI_TensorSetData(RAI_Tensor *tensor, const char *data, size_t len) {
     if (tensor == NULL || (data == NULL && len > 0)) return 0;
     if (DType_IsString(tensor->dtype)) return setStrings(tensor, data, len);
     if (len > tensor->nbytes) return 0;
+    if (tensor->dtype.code == RAI_DTYPE_BOOL && !boolBytes(data, len)) return 0;
     if (len) memcpy(tensor->data, data, len);
     return 1;
 }

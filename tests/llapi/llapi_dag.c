@@ -1,11 +1,13 @@
 /* llapi_dag.c: DAGs through the LLAPI, built op by op or parsed from a string.
  *
- *   LLAPI.DAGRUN model_key script_key tensor_key fn [FAIL]
+ *   LLAPI.DAGRUN model_key script_key tensor_key fn [FAIL|RETRY]
  *       a = the tensor at tensor_key (DAGLoadTensor), b = 2 everywhere, same shape, made with
  *       the tensor API (DAGAddTensorSet); c = model(a, b) (DAGCreateModelRunOp); d =
  *       script fn(a, c) (DAGCreateScriptRunOp); DAGAddTensorGet c and d. FAIL gives the
  *       model only `a`, so DAGAddRunOp refuses it. Reply [DAGNumOps, [c, d], what a second
- *       DAGRun of the same DAG answered] or the DAG's error.
+ *       DAGRun of the same DAG answered] or the DAG's error. RETRY adds the model op with
+ *       only `a` and no output, then again after adding `b`, then again after adding `c`
+ *       (the refused op stays usable), and replies the two refusals as a fourth element.
  *       On the way an op is made and dropped with DAGRunOpFree.
  *   LLAPI.DAGSTRING dag key...
  *       Each key's tensor is loaded under the key's name, then DAGAddOpsFromString(dag)
@@ -33,6 +35,8 @@ typedef struct DagJob {
     RAI_Tensor **outputs;
     int try_rerun;   /* LLAPI.DAGRUN: DAGRun again once started, which must be refused */
     char rerun[256]; /* that refusal, "<CODE> <message>" */
+    int retried;     /* LLAPI.DAGRUN RETRY: ... */
+    char refused[2][256]; /* ... DAGAddRunOp's refusals, "<CODE> <message>" */
 } DagJob;
 
 static DagJob *DagJobCreate(void) {
@@ -79,7 +83,7 @@ static int DagReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         }
         return LLT_ReplyRAIError(ctx, job->err);
     }
-    RedisModule_ReplyWithArray(ctx, job->try_rerun ? 3 : 2);
+    RedisModule_ReplyWithArray(ctx, 2 + job->try_rerun + job->retried);
     RedisModule_ReplyWithLongLong(ctx, (long long)job->numops);
     RedisModule_ReplyWithArray(ctx, job->noutputs);
     for (size_t i = 0; i < job->noutputs; i++) {
@@ -87,6 +91,11 @@ static int DagReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
         else RedisModule_ReplyWithNull(ctx);
     }
     if (job->try_rerun) RedisModule_ReplyWithSimpleString(ctx, job->rerun);
+    if (job->retried) {
+        RedisModule_ReplyWithArray(ctx, 2);
+        RedisModule_ReplyWithSimpleString(ctx, job->refused[0]);
+        RedisModule_ReplyWithSimpleString(ctx, job->refused[1]);
+    }
     return REDISMODULE_OK;
 }
 
@@ -139,10 +148,36 @@ static RAI_Tensor *Twos(RAI_Tensor *t) {
     return twos;
 }
 
+/* "<CODE> <message>" of err into out, and err cleared for the next call. */
+static void TakeError(RAI_Error *err, char *out, size_t len) {
+    const char *msg = RedisAI_GetErrorOneLine(err);
+    snprintf(out, len, "%s %s", LLT_CodeName(RedisAI_GetErrorCode(err)), msg ? msg : "");
+    RedisAI_ClearError(err);
+}
+
+/* RETRY: mop, with `a` as its only input and no output, is refused twice (first for its
+ * inputs, then, once `b` is there, for its outputs) and accepted once `c` is there. */
+static int AddModelOpRetrying(DagJob *job, RAI_DAGRunOp *mop) {
+    const char *more[2] = {"b", "c"};
+    for (int i = 0; i < 2; i++) {
+        if (RedisAI_DAGAddRunOp(job->run, mop, job->err) == REDISMODULE_OK) {
+            snprintf(job->refused[i], sizeof(job->refused[i]), "accepted");
+            return REDISMODULE_OK; /* the reply shows it: the DAG then lacks b or c */
+        }
+        TakeError(job->err, job->refused[i], sizeof(job->refused[i]));
+        if (i == 0) LLT_EXPECT(RedisAI_DAGRunOpAddInput(mop, more[i]), REDISMODULE_OK);
+        else LLT_EXPECT(RedisAI_DAGRunOpAddOutput(mop, more[i]), REDISMODULE_OK);
+    }
+    return RedisAI_DAGAddRunOp(job->run, mop, job->err);
+}
+
 static int DagRun_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     if (argc != 5 && argc != 6) return RedisModule_WrongArity(ctx);
-    int fail = argc == 6 && !strcasecmp(RedisModule_StringPtrLen(argv[5], NULL), "FAIL");
-    if (argc == 6 && !fail) return RedisModule_ReplyWithError(ctx, "ERR the last argument can be FAIL");
+    const char *last = argc == 6 ? RedisModule_StringPtrLen(argv[5], NULL) : "";
+    int fail = !strcasecmp(last, "FAIL"), retry = !strcasecmp(last, "RETRY");
+    if (argc == 6 && !fail && !retry) {
+        return RedisModule_ReplyWithError(ctx, "ERR the last argument can be FAIL or RETRY");
+    }
     RAI_Tensor *a = LLT_KeyTensor(ctx, argv[3]);
     if (a == NULL) return REDISMODULE_OK;
     RAI_Tensor *b = Twos(a);
@@ -169,13 +204,15 @@ static int DagRun_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, in
 
     RAI_DAGRunOp *mop = RedisAI_DAGCreateModelRunOp(model);
     LLT_EXPECT(RedisAI_DAGRunOpAddInput(mop, "a"), REDISMODULE_OK);
-    if (!fail) LLT_EXPECT(RedisAI_DAGRunOpAddInput(mop, "b"), REDISMODULE_OK);
-    LLT_EXPECT(RedisAI_DAGRunOpAddOutput(mop, "c"), REDISMODULE_OK);
+    if (!fail && !retry) LLT_EXPECT(RedisAI_DAGRunOpAddInput(mop, "b"), REDISMODULE_OK);
+    if (!retry) LLT_EXPECT(RedisAI_DAGRunOpAddOutput(mop, "c"), REDISMODULE_OK);
     RAI_DAGRunOp *sop = RedisAI_DAGCreateScriptRunOp(script, RedisModule_StringPtrLen(argv[4], NULL));
     LLT_EXPECT(RedisAI_DAGRunOpAddInput(sop, "a"), REDISMODULE_OK);
     LLT_EXPECT(RedisAI_DAGRunOpAddInput(sop, "c"), REDISMODULE_OK);
     LLT_EXPECT(RedisAI_DAGRunOpAddOutput(sop, "d"), REDISMODULE_OK);
-    if (RedisAI_DAGAddRunOp(job->run, mop, job->err) != REDISMODULE_OK) {
+    job->retried = retry;
+    int added = retry ? AddModelOpRetrying(job, mop) : RedisAI_DAGAddRunOp(job->run, mop, job->err);
+    if (added != REDISMODULE_OK) {
         RedisAI_DAGRunOpFree(mop);
         RedisAI_DAGRunOpFree(sop);
         goto refused;

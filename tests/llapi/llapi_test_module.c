@@ -176,7 +176,17 @@ RAI_Tensor *LLT_TensorFromArgs(RedisModuleCtx *ctx, RedisModuleString **argv, in
             RedisModule_ReplyWithError(ctx, "ERR blob size differs from TensorByteSize");
             return NULL;
         }
-        LLT_EXPECT(RedisAI_TensorSetData(t, blob, len), 1);
+        int rc = RedisAI_TensorSetData(t, blob, len);
+        if (rc != 1) {
+            /* A refusal (BOOL bytes other than 0 and 1) must leave the data as it was. */
+            const char *data = RedisAI_TensorData(t);
+            size_t zeros = 0;
+            while (zeros < len && data[zeros] == 0) zeros++;
+            RedisAI_TensorFree(t);
+            ReplyErrorf(ctx, "ERR TensorSetData returned %d, the data %s", rc,
+                        zeros == len ? "unchanged" : "changed");
+            return NULL;
+        }
         return t;
     }
     if (!strcasecmp(mode, "VALUES") && argc - at - 1 == (int)RedisAI_TensorLength(t)) {

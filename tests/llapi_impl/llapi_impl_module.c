@@ -3,9 +3,11 @@
  * themselves
  * (tests/llapi/ covers every function).
  *
- *   LLAPIIMPL.THREADS model a b nthreads nruns
+ *   LLAPIIMPL.THREADS model a b nthreads nruns [UNFIT]
  *       nthreads threads of this module run the model synchronously nruns times each, with
- *       Redis's lock released; -> [runs that succeeded, runs whose output was a + b (FLOAT)]
+ *       Redis's lock released; UNFIT: every second run of each thread gives only `a`, so it
+ *       must fail -> [runs that succeeded, runs whose output was a + b (FLOAT), runs that
+ *       failed]
  *   LLAPIIMPL.LATELOAD model a b [NOLOAD]
  *       a DAG string that reads x and y is added BEFORE x and y are loaded; a bad string added
  *       in between must leave the DAG as it was; y loaded twice is refused. NOLOAD: y is never
@@ -70,7 +72,8 @@ typedef struct ThreadJob {
     RAI_Model *model; /* a reference */
     RAI_Tensor *a, *b; /* references */
     int nthreads, nruns;
-    int ok, correct; /* atomic */
+    int unfit;               /* every second run without b */
+    int ok, correct, failed; /* atomic */
     RedisModuleBlockedClient *bc;
 } ThreadJob;
 
@@ -81,9 +84,11 @@ static void *runner(void *arg) {
         RedisAI_InitError(&err);
         RAI_ModelRunCtx *mctx = RedisAI_ModelRunCtxCreate(job->model);
         RedisAI_ModelRunCtxAddInput(mctx, "a", job->a);
-        RedisAI_ModelRunCtxAddInput(mctx, "b", job->b);
+        if (!job->unfit || r % 2 == 0) RedisAI_ModelRunCtxAddInput(mctx, "b", job->b);
         RedisAI_ModelRunCtxAddOutput(mctx, "c");
-        if (RedisAI_ModelRun(&mctx, 1, err) == REDISMODULE_OK) {
+        if (RedisAI_ModelRun(&mctx, 1, err) != REDISMODULE_OK) {
+            __atomic_add_fetch(&job->failed, 1, __ATOMIC_RELAXED);
+        } else {
             __atomic_add_fetch(&job->ok, 1, __ATOMIC_RELAXED);
             RAI_Tensor *c = RedisAI_ModelRunCtxOutputTensor(mctx, 0);
             size_t n = RedisAI_TensorLength(c);
@@ -116,9 +121,10 @@ static int threadsReply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     REDISMODULE_NOT_USED(argv);
     REDISMODULE_NOT_USED(argc);
     ThreadJob *job = RedisModule_GetBlockedClientPrivateData(ctx);
-    RedisModule_ReplyWithArray(ctx, 2);
+    RedisModule_ReplyWithArray(ctx, 3);
     RedisModule_ReplyWithLongLong(ctx, job->ok);
     RedisModule_ReplyWithLongLong(ctx, job->correct);
+    RedisModule_ReplyWithLongLong(ctx, job->failed);
     return REDISMODULE_OK;
 }
 
@@ -135,7 +141,11 @@ static void threadsFree(RedisModuleCtx *ctx, void *privdata) {
 }
 
 static int Threads_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-    if (argc != 6) return RedisModule_WrongArity(ctx);
+    if (argc != 6 && argc != 7) return RedisModule_WrongArity(ctx);
+    int unfit = argc == 7 && !strcasecmp(RedisModule_StringPtrLen(argv[6], NULL), "UNFIT");
+    if (argc == 7 && !unfit) {
+        return RedisModule_ReplyWithError(ctx, "ERR the last argument can be UNFIT");
+    }
     long long nthreads, nruns;
     if (RedisModule_StringToLongLong(argv[4], &nthreads) != REDISMODULE_OK || nthreads < 1 ||
         nthreads > 64 || RedisModule_StringToLongLong(argv[5], &nruns) != REDISMODULE_OK ||
@@ -162,6 +172,7 @@ static int Threads_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, i
     job->b = RedisAI_TensorGetShallowCopy(b);
     job->nthreads = (int)nthreads;
     job->nruns = (int)nruns;
+    job->unfit = unfit;
     job->bc = RedisModule_BlockClient(ctx, threadsReply, NULL, threadsFree, 0);
     pthread_t t;
     pthread_create(&t, NULL, supervisor, job);

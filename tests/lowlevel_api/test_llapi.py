@@ -8,7 +8,8 @@ returned; here the results are compared with numpy, with what the frameworks com
 in-process, and with RedisAI's own commands:
 
 * OnLoad fetches all 76 functions; loading it before redisai.so fails with a log line;
-* tensors made, filled, read, concatenated, sliced, copied, and stored in keys;
+* tensors made, filled (BOOL data of bytes other than 0 and 1 refused), read, concatenated,
+  sliced, copied, and stored in keys;
 * models (TF, TORCH, ONNX) from the keyspace and from a blob, run synchronously (ONNX refuses,
   as in 1.2), as a batch of run contexts and asynchronously (batching with the commands' runs
   on the same queue); ModelSerialize; scripts stored by AI.SCRIPTSTORE and made by ScriptCreate;
@@ -16,7 +17,9 @@ in-process, and with RedisAI's own commands:
   bad DAG strings;
 * errors: codes (by their number), messages (the commands' own texts), one-line messages,
   clone and clear; the return value of every call the module makes is checked (LLAPI.CHECK);
-* AI.INFO counts the LLAPI's runs of stored models and scripts like the commands' runs.
+* AI.INFO counts the LLAPI's runs of stored models and scripts like the commands' runs, the
+  failing ones as errors (a run context that does not fit its model too), also with many
+  clients at once on two devices.
 
 Reference counts are exercised on purpose (shallow copies outliving keys, objects freed while
 their run is queued): run it under AddressSanitizer with ci/asan-tests.sh tests/lowlevel_api/test_llapi.py.
@@ -52,6 +55,7 @@ DLPACK: dict[str, tuple[int, int, Any]] = {
     "INT64": (0, 64, np.int64), "UINT8": (1, 8, np.uint8), "UINT16": (1, 16, np.uint16),
 }
 BY_CODE = {(code, bits): dt for code, bits, dt in DLPACK.values()}
+BY_CODE[(6, 8)] = np.bool_  # BOOL: one byte, 0 or 1
 
 SCRIPT = '''
 def add_list(a: Tensor, rest: List[Tensor]):
@@ -238,6 +242,25 @@ def test_tensor_create_errors(c: RawClient) -> None:
     assert_error(c.execute("LLAPI.TENSORCREATE", "NOPE", 1, 2), "ERR TensorCreate returned NULL for NOPE")
     empty = tensor(c.execute("LLAPI.TENSORCREATE", "INT64", 1, 0))
     assert empty.array.shape == (0,) and empty.getter_rcs == [-1, -1]
+
+
+def test_tensor_set_data_refuses_bool_bytes_other_than_0_and_1(c: RawClient) -> None:
+    """TensorSetData answers 0 (as for its other refusals) and copies nothing when a BOOL
+    tensor's bytes are not all 0 or 1, the last byte included; 1 for 0s and 1s."""
+    good = np.array([[1, 0, 1], [0, 0, 1]], np.uint8)
+    t = tensor(c.execute("LLAPI.TENSORCREATE", "BOOL", 2, 2, 3, "BLOB", good.tobytes()))
+    assert t.dlpack == (6, 8, 1)
+    np.testing.assert_array_equal(t.array, good.astype(bool))
+    for at in (0, 2, 5):
+        for byte in (2, 0x80, 0xFF):
+            bad = good.reshape(-1).copy()
+            bad[at] = byte
+            assert_error(c.execute("LLAPI.TENSORCREATE", "BOOL", 2, 2, 3, "BLOB", bad.tobytes()),
+                         "ERR TensorSetData returned 0, the data unchanged")
+    # other dtypes take any bytes
+    raw = np.array([2, 0x80, 0xFF], np.uint8)
+    np.testing.assert_array_equal(
+        tensor(c.execute("LLAPI.TENSORCREATE", "UINT8", 1, 3, "BLOB", raw.tobytes())).array, raw)
 
 
 def test_tensor_in_keys(c: RawClient) -> None:
@@ -497,11 +520,29 @@ def test_dag_built_op_by_op(c: RawClient, model: TwoInputModel) -> None:
     np.testing.assert_allclose(got_d, A + want_c, rtol=1e-6)
 
 
+# DAGAddRunOp's refusals of a model op's counts: RedisAI 1.2's texts, which clients compare whole.
+DAG_INPUT_KEYS = "Number of keys given as INPUTS does not match model definition"
+DAG_OUTPUT_KEYS = "Number of keys given as OUTPUTS does not match model definition"
+
+
+def test_refused_model_op_stays_usable(c: RawClient, model: TwoInputModel) -> None:
+    """Refused for its inputs, then (the missing input added) for its outputs, then (the
+    output added) accepted: the same op, and the DAG runs."""
+    _store_model_and_script(c, model)
+    numops, outs, rerun, refused = c.execute("LLAPI.DAGRUN", "m", "s", "a", "add_all", "RETRY")
+    assert refused == [f"EDAGBUILDER {DAG_INPUT_KEYS}", f"EDAGBUILDER {DAG_OUTPUT_KEYS}"]
+    assert numops == 5 and rerun == "EDAGRUN ERR the DAG was already run"
+    want_c = model.fn(A, np.full_like(A, 2))
+    got_c, got_d = outputs(outs)
+    np.testing.assert_allclose(got_c, want_c, rtol=1e-6)
+    np.testing.assert_allclose(got_d, A + want_c, rtol=1e-6)
+
+
 def test_failing_dags(c: RawClient) -> None:
     _store_model_and_script(c, MODELS["TORCH"])
-    # refused while it is built (RedisAI 1.2's text)
-    assert llapi_error(c.execute("LLAPI.DAGRUN", "m", "s", "a", "add_all", "FAIL"), "EDAGBUILDER") == (
-        "Number of keys given as INPUTS does not match model definition, expected 2 but was given 1")
+    # refused while it is built: RedisAI 1.2's text, whole
+    assert llapi_error(c.execute("LLAPI.DAGRUN", "m", "s", "a", "add_all", "FAIL"),
+                       "EDAGBUILDER") == DAG_INPUT_KEYS
     # fails while it runs: DAGRunError, and DAGGetError has the failed op's code and message
     msg = llapi_error(c.execute("LLAPI.DAGRUN", "m", "s", "a", "reshape_fails"), "ESCRIPTRUN")
     assert "shape '[7, 7]' is invalid for input of size 6" in msg, msg
@@ -567,6 +608,94 @@ def test_info_counts_llapi_runs(c: RawClient, model: TwoInputModel) -> None:
     # and a command's run counts in the same entry
     assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "out"))
     assert stats(c, "m") == (before[0] + 2, before[1], before[2] + 2 * rows)
+
+
+def test_info_counts_a_run_whose_context_does_not_fit(c: RawClient, model: TwoInputModel) -> None:
+    """A run context with no inputs at all: ModelRunAsync queues it, it fails, and it counts a
+    call and an error, as a failed command run does (RedisAI 1.2: that run and one good run of
+    a TF model on 2x2 inputs give calls 2, errors 1, samples 2). ModelRun counts it too, once
+    per run context."""
+    store(c, model)
+    put(c, "a", A[:, :2])
+    put(c, "b", B[:, :2])
+    unfit = ["INPUTS", 0, "OUTPUTS", 1, model.output]
+    assert llapi_error(c.execute("LLAPI.MODELRUN_ASYNC", "m", *unfit), "EMODELRUN")
+    assert stats(c, "m") == (1, 1, 0)
+    outputs(c.execute("LLAPI.MODELRUN_ASYNC", "m", *_io(model)))
+    assert stats(c, "m") == (2, 1, 2)
+    # one input of two, asynchronously; then synchronously, alone and as a batch of two contexts
+    assert llapi_error(c.execute("LLAPI.MODELRUN_ASYNC", "m", "INPUTS", 1, "a", "OUTPUTS", 1,
+                                 model.output), "EMODELRUN")
+    assert llapi_error(c.execute("LLAPI.MODELRUN", "m", *unfit), "EMODELRUN")
+    assert llapi_error(c.execute("LLAPI.MODELRUN_BATCH", "m", *unfit), "EMODELRUN")
+    assert stats(c, "m") == (6, 5, 2)
+
+
+def test_info_counts_failing_script_runs_and_dag_ops(c: RawClient, model: TwoInputModel) -> None:
+    """Queued script runs and DAG ops that fail count a call and an error each; an op a failed
+    op keeps from running counts nothing, as in a command's DAG."""
+    _store_model_and_script(c, model)
+    rows = A.shape[0]
+    for fn in ("no_such_fn", "reshape_fails"):
+        llapi_error(c.execute("LLAPI.SCRIPTRUN_ASYNC", "s", fn, "INPUTS", 1, "a", "OUTPUTS", 1),
+                    "ESCRIPTRUN")
+    # two outputs asked of a function that returns one
+    llapi_error(c.execute("LLAPI.SCRIPTRUN_ASYNC", "s", "add_all", "INPUTS", 1, "a", "OUTPUTS", 2),
+                "ESCRIPTRUN")
+    assert stats(c, "s") == (3, 3, -1)
+    # the model op runs, the script op after it fails
+    llapi_error(c.execute("LLAPI.DAGRUN", "m", "s", "a", "reshape_fails"), "ESCRIPTRUN")
+    assert stats(c, "m") == (1, 0, rows) and stats(c, "s") == (4, 4, -1)
+    # the model op fails (inputs of shapes that do not combine), so the script op after it
+    # never runs
+    put(c, "i", np.ones((5, 7), np.float32))
+    llapi_error(c.execute("LLAPI.DAGSTRING", "|> AI.MODELEXECUTE m INPUTS 2 a i OUTPUTS 1 c "
+                          "|> AI.SCRIPTEXECUTE s add_all INPUTS 1 c OUTPUTS 1 d |> AI.TENSORGET d",
+                          "a", "i"), "EMODELRUN")
+    assert stats(c, "m") == (2, 1, rows) and stats(c, "s") == (4, 4, -1)
+
+
+def test_info_counts_llapi_runs_of_many_clients_on_two_devices(
+        srv: RedisServer, c: RawClient) -> None:
+    """Clients at once, each with good and failing runs of models and scripts on CPU and CPU:1
+    (the CPU:1 model batching the clients' runs), and DAGs whose ops cross the two queues:
+    every run and op counts once, each failure as an error."""
+    clients = 6
+    for d, device in enumerate(("CPU", "CPU:1")):
+        batching = ["BATCHSIZE", 4] if d == 1 else []
+        assert_ok(c.execute("AI.MODELSTORE", f"m{d}", "TORCH", device, *batching,
+                            "BLOB", MODELS["TORCH"].blob()))
+        assert_ok(c.execute("AI.SCRIPTSTORE", f"s{d}", device, "ENTRY_POINTS", 2, "add_all",
+                            "reshape_fails", "SOURCE", SCRIPT))
+    put(c, "a", A)
+    put(c, "b", B)
+    rows = A.shape[0]
+    runs: list[list[Any]] = []
+    for d in (0, 1):
+        m, s, other_s = f"m{d}", f"s{d}", f"s{1 - d}"
+        runs += [
+            ["LLAPI.MODELRUN_ASYNC", m, "INPUTS", 2, "a", "b", "OUTPUTS", 1, "c"],  # good
+            ["LLAPI.MODELRUN_ASYNC", m, "INPUTS", 0, "OUTPUTS", 1, "c"],            # unfit
+            ["LLAPI.SCRIPTRUN_ASYNC", s, "add_all", "INPUTS", 1, "a", "OUTPUTS", 1],  # good
+            ["LLAPI.SCRIPTRUN_ASYNC", s, "reshape_fails", "INPUTS", 1, "a", "OUTPUTS", 1],
+            ["LLAPI.DAGRUN", m, other_s, "a", "add_all"],        # model op, script op: good
+            ["LLAPI.DAGRUN", m, other_s, "a", "reshape_fails"],  # the script op fails
+        ]
+    conns = [RawClient(srv.port) for _ in range(clients)]
+    try:
+        for conn in conns:
+            for run in runs:
+                conn.send(*run)
+        failed = sum(isinstance(conn.read(), RespError) for conn in conns for _ in runs)
+    finally:
+        for conn in conns:
+            conn.close()
+    assert failed == 3 * 2 * clients
+    for d in (0, 1):
+        # per client: good run, unfit run, two DAG model ops; the script: good, failing, and
+        # the script ops of the other device's DAGs, one good and one failing
+        assert stats(c, f"m{d}") == (4 * clients, clients, 3 * rows * clients)
+        assert stats(c, f"s{d}") == (4 * clients, 2 * clients, -1)
 
 
 # --- the test module's own commands declare their keys ----------------------------------

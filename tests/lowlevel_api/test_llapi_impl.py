@@ -3,7 +3,8 @@ drives every function): tests/llapi_impl/ is a second client module, `llapiimpl`
 use like llapitest.
 
 * threads of a client module run a stored model synchronously, in parallel, with Redis's lock
-  released; every run is right and AI.INFO counts each one;
+  released; every run is right and AI.INFO counts each one, a failing one (an input missing)
+  as an error;
 * in a DAG, a tensor loaded after the ops that read it is seen by them (1.2: loaded tensors are
   visible to every op); one never loaded fails DAGRun with EDAGBUILDER; a bad DAG string leaves
   the DAG as it was; a second load of one name is refused;
@@ -63,10 +64,19 @@ def info(c: RawClient, key: str) -> dict[bytes, int]:
 
 
 def test_sync_runs_from_client_threads(c: RawClient) -> None:
-    assert c.execute("LLAPIIMPL.THREADS", "m", "a", "b", 8, 25) == [200, 200]
+    assert c.execute("LLAPIIMPL.THREADS", "m", "a", "b", 8, 25) == [200, 200, 0]
     stats = info(c, "m")
     assert (stats[b"calls"], stats[b"errors"]) == (200, 0)
     assert stats[b"samples"] == 200 * A.shape[0]
+
+
+def test_failing_sync_runs_from_client_threads_count(c: RawClient) -> None:
+    """Every second run of each thread lacks an input: it fails, and counts a call and an
+    error, as the good runs beside it count theirs."""
+    assert c.execute("LLAPIIMPL.THREADS", "m", "a", "b", 8, 25, "UNFIT") == [104, 104, 96]
+    stats = info(c, "m")
+    assert (stats[b"calls"], stats[b"errors"]) == (200, 96)
+    assert stats[b"samples"] == 104 * A.shape[0]
 
 
 def test_sync_runs_outlive_the_key(srv: RedisServer, c: RawClient) -> None:
@@ -75,7 +85,7 @@ def test_sync_runs_outlive_the_key(srv: RedisServer, c: RawClient) -> None:
     c.send("LLAPIIMPL.THREADS", "m", "a", "b", 4, 50)
     with RawClient(srv.port) as other:
         assert other.execute("DEL", "m") == 1
-    assert c.read() == [200, 200]
+    assert c.read() == [200, 200, 0]
 
 
 def test_load_after_the_ops_that_read_it(c: RawClient) -> None:

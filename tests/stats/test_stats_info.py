@@ -10,7 +10,8 @@ still counts. The stats table is global across DBs, keyed by name.
 INFO MODULES adds, over 1.2, the real framework version of every backend (Torch included,
 1.2 printed NA). `ai_backends_info` holds exactly 1.2's lines (one `ai_<Framework>_version`
 per loaded backend, then ONNX's three counters), since tools count that section's lines; our
-`ai_<Framework>_path` lines live in a section of their own, `ai_backends_paths`, after it.
+`ai_<Framework>_path` lines live in a section of their own, `ai_backends_paths`. RedisAI 1.2's
+five sections come first, in 1.2's order (`ai_cpu` fifth), and ours after them.
 
 Servers: conftest's tf_server (one per module) for AI.INFO; a server with the three
 backends and non-default load-time settings for INFO MODULES (skipped while the Torch or
@@ -383,8 +384,9 @@ def ai_sections(c: RawClient) -> dict[str, list[tuple[str, str]]]:
     names = [n for n, _ in secs]
     if os.environ.get(ISOLATE_ENV) and names[-1:] == ["ai_isolation"]:
         names = names[:-1]  # the suite runs isolated: the hosts' own section comes last
+    # 1.2's five sections first, in 1.2's order (tools take them by position), then ours
     assert names == ["Modules", "ai_versions", "ai_git", "ai_load_time_configs", "ai_backends_info",
-                     "ai_backends_paths", "ai_cpu", "ai_inline_runs"], names
+                     "ai_cpu", "ai_backends_paths", "ai_inline_runs"], names
     return dict(secs)
 
 
