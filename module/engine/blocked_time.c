@@ -1,0 +1,93 @@
+/*
+ * blocked_time.c - see blocked_time.h. The main thread keeps a list of the
+ * clients blocked since the last release point; a worker about to run for
+ * one of them waits on a condition variable until it is released.
+ *
+ * Release points are where every command that blocked a listed client has
+ * returned to Redis: the next BlockedTime_Hold (commands run one after the
+ * other on the main thread, and a blocking AI command is never nested in
+ * another: Dag_RefuseIfCannotBlock), and a module timer of 0 ms, which Redis
+ * runs from its event loop after the pass's commands (never from inside a
+ * command). The wait is usually nothing: a worker wakes later than the main
+ * thread needs to finish the command.
+ */
+#include "engine/blocked_time.h"
+
+#include <pthread.h>
+
+static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t released_cond = PTHREAD_COND_INITIALIZER;
+/* Main thread only. */
+static RAI_BlockedTime *held = NULL;
+static int timer_pending = 0;
+
+static int measured(void) {
+    return RedisModule_BlockedClientMeasureTimeStart && RedisModule_BlockedClientMeasureTimeEnd;
+}
+
+static void releaseHeld(void) {
+    if (held == NULL) return;
+    pthread_mutex_lock(&release_lock);
+    for (RAI_BlockedTime *t = held; t; t = t->next) {
+        t->held = 0;
+        __atomic_store_n(&t->released, 1, __ATOMIC_RELEASE);
+    }
+    held = NULL;
+    pthread_cond_broadcast(&released_cond);
+    pthread_mutex_unlock(&release_lock);
+}
+
+static void onPassEnd(RedisModuleCtx *ctx, void *data) {
+    REDISMODULE_NOT_USED(ctx);
+    REDISMODULE_NOT_USED(data);
+    timer_pending = 0;
+    releaseHeld();
+}
+
+void BlockedTime_Hold(RedisModuleCtx *ctx, RAI_BlockedTime *t, RedisModuleBlockedClient *bc) {
+    releaseHeld();
+    *t = (RAI_BlockedTime){.bc = bc};
+    if (bc == NULL || !measured()) {
+        t->released = 1; /* nothing is measured: nothing to wait for */
+        return;
+    }
+    t->held = 1;
+    t->next = held;
+    if (held) held->prev = t;
+    held = t;
+    if (!timer_pending) {
+        RedisModule_CreateTimer(ctx, 0, onPassEnd, NULL);
+        timer_pending = 1;
+    }
+}
+
+void BlockedTime_Forget(RAI_BlockedTime *t) {
+    if (!t->held) return;
+    /* Answered before its release: a DAG that ended without a run (its
+     * TIMEOUT passed, or it has no model or script op). */
+    if (t->prev) {
+        t->prev->next = t->next;
+    } else {
+        held = t->next;
+    }
+    if (t->next) t->next->prev = t->prev;
+    t->held = 0;
+    t->prev = t->next = NULL;
+}
+
+void BlockedTime_RunStart(RAI_BlockedTime *t) {
+    if (t->bc == NULL || !measured()) return;
+    if (!__atomic_load_n(&t->released, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&release_lock);
+        while (!__atomic_load_n(&t->released, __ATOMIC_ACQUIRE)) {
+            pthread_cond_wait(&released_cond, &release_lock);
+        }
+        pthread_mutex_unlock(&release_lock);
+    }
+    RedisModule_BlockedClientMeasureTimeStart(t->bc);
+}
+
+void BlockedTime_RunEnd(RAI_BlockedTime *t) {
+    if (t->bc == NULL || !measured()) return;
+    RedisModule_BlockedClientMeasureTimeEnd(t->bc);
+}
