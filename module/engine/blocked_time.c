@@ -9,11 +9,19 @@
  * another: Dag_RefuseIfCannotBlock), and a module timer of 0 ms, which Redis
  * runs from its event loop after the pass's commands (never from inside a
  * command). The wait is usually nothing: a worker wakes later than the main
- * thread needs to finish the command.
+ * thread needs to finish the command. (Releasing at each pass costs one
+ * module timer per pass that blocked a client.)
  */
 #include "engine/blocked_time.h"
 
 #include <pthread.h>
+#include <sched.h>
+
+#include "core/clock.h"
+
+/* How long a worker polls before it sleeps: the main thread usually
+ * releases within microseconds, sooner than a sleeping thread wakes. */
+#define SPIN_US 50
 
 static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t released_cond = PTHREAD_COND_INITIALIZER;
@@ -75,15 +83,25 @@ void BlockedTime_Forget(RAI_BlockedTime *t) {
     t->prev = t->next = NULL;
 }
 
+static int isReleased(RAI_BlockedTime *t) {
+    return __atomic_load_n(&t->released, __ATOMIC_ACQUIRE);
+}
+
+/* A worker's wait, usually none. It polls a little first, yielding the CPU
+ * the main thread may need to get to the release point. */
+static void waitReleased(RAI_BlockedTime *t) {
+    if (isReleased(t)) return;
+    long long spin_end = Clock_NowUs() + SPIN_US;
+    while (!isReleased(t) && Clock_NowUs() < spin_end) sched_yield();
+    if (isReleased(t)) return;
+    pthread_mutex_lock(&release_lock);
+    while (!isReleased(t)) pthread_cond_wait(&released_cond, &release_lock);
+    pthread_mutex_unlock(&release_lock);
+}
+
 void BlockedTime_RunStart(RAI_BlockedTime *t) {
     if (t->bc == NULL || !measured()) return;
-    if (!__atomic_load_n(&t->released, __ATOMIC_ACQUIRE)) {
-        pthread_mutex_lock(&release_lock);
-        while (!__atomic_load_n(&t->released, __ATOMIC_ACQUIRE)) {
-            pthread_cond_wait(&released_cond, &release_lock);
-        }
-        pthread_mutex_unlock(&release_lock);
-    }
+    waitReleased(t);
     RedisModule_BlockedClientMeasureTimeStart(t->bc);
 }
 

@@ -34,8 +34,9 @@ typedef struct RAI_BlockedTime {
 void BlockedTime_Hold(RedisModuleCtx *ctx, RAI_BlockedTime *t, RedisModuleBlockedClient *bc);
 /* Before t's memory goes (the client's DAG is freed). Main thread. */
 void BlockedTime_Forget(RAI_BlockedTime *t);
-/* Around a backend run for t's client, on a worker: Start waits until t is
- * released. Nothing for a DAG no client is blocked on (bc NULL). */
+/* Around a backend run for t's client, on a worker (never the main thread,
+ * which releases): Start waits until t is released. Nothing for a DAG no
+ * client is blocked on (bc NULL: the LLAPI's, an inline run's). */
 void BlockedTime_RunStart(RAI_BlockedTime *t);
 void BlockedTime_RunEnd(RAI_BlockedTime *t);
 
