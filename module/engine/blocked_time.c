@@ -1,14 +1,14 @@
 /*
- * blocked_time.c - see blocked_time.h. The main thread keeps a list of the
- * clients blocked since the last release point; a worker about to run for
- * one of them waits on a condition variable until it is released.
+ * blocked_time.c - see blocked_time.h. The main thread holds the client
+ * blocked last until a release point; a worker about to run for it waits
+ * on a condition variable until then.
  *
- * Release points are where every command that blocked a listed client has
+ * Release points are where the command that blocked the held client has
  * returned to Redis: the next BlockedTime_Hold (commands run one after the
  * other on the main thread, and a blocking AI command is never nested in
- * another: Dag_RefuseIfCannotBlock), and a module timer of 0 ms, which Redis
- * runs from its event loop after the pass's commands (never from inside a
- * command). The wait is usually nothing: a worker wakes later than the main
+ * another: Dag_RefuseIfCannotBlock), so at most one client is held at a
+ * time; and a module timer of 0 ms, which Redis runs from its event loop
+ * after the pass's commands (never from inside a command). The wait is usually nothing: a worker wakes later than the main
  * thread needs to finish the command. (Releasing at each pass costs one
  * module timer per pass that blocked a client.)
  */
@@ -36,13 +36,10 @@ static int measured(void) {
 static void releaseHeld(void) {
     if (held == NULL) return;
     pthread_mutex_lock(&release_lock);
-    for (RAI_BlockedTime *t = held; t; t = t->next) {
-        t->held = 0;
-        __atomic_store_n(&t->released, 1, __ATOMIC_RELEASE);
-    }
-    held = NULL;
+    __atomic_store_n(&held->released, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&released_cond);
     pthread_mutex_unlock(&release_lock);
+    held = NULL;
 }
 
 static void onPassEnd(RedisModuleCtx *ctx, void *data) {
@@ -59,9 +56,6 @@ void BlockedTime_Hold(RedisModuleCtx *ctx, RAI_BlockedTime *t, RedisModuleBlocke
         t->released = 1; /* nothing is measured: nothing to wait for */
         return;
     }
-    t->held = 1;
-    t->next = held;
-    if (held) held->prev = t;
     held = t;
     if (!timer_pending) {
         RedisModule_CreateTimer(ctx, 0, onPassEnd, NULL);
@@ -69,18 +63,10 @@ void BlockedTime_Hold(RedisModuleCtx *ctx, RAI_BlockedTime *t, RedisModuleBlocke
     }
 }
 
+/* Answered before its release: a DAG that ended without a run (its TIMEOUT
+ * passed, or it has no model or script op). */
 void BlockedTime_Forget(RAI_BlockedTime *t) {
-    if (!t->held) return;
-    /* Answered before its release: a DAG that ended without a run (its
-     * TIMEOUT passed, or it has no model or script op). */
-    if (t->prev) {
-        t->prev->next = t->next;
-    } else {
-        held = t->next;
-    }
-    if (t->next) t->next->prev = t->prev;
-    t->held = 0;
-    t->prev = t->next = NULL;
+    if (held == t) held = NULL;
 }
 
 static int isReleased(RAI_BlockedTime *t) {

@@ -24,13 +24,11 @@
 typedef struct RAI_BlockedTime {
     RedisModuleBlockedClient *bc;
     int released; /* atomic: the command that blocked bc has returned */
-    int held;     /* main thread: in the list of those not yet released */
-    struct RAI_BlockedTime *prev, *next;
 } RAI_BlockedTime;
 
 /* bc was just blocked by the running command, whose DAG is about to be
- * queued: its runs wait until the command has returned. Releases those held
- * before (their commands have returned). Main thread. */
+ * queued: its runs wait until the command has returned. Releases the one
+ * held before (its command has returned). Main thread. */
 void BlockedTime_Hold(RedisModuleCtx *ctx, RAI_BlockedTime *t, RedisModuleBlockedClient *bc);
 /* Before t's memory goes (the client's DAG is freed). Main thread. */
 void BlockedTime_Forget(RAI_BlockedTime *t);
