@@ -15,13 +15,6 @@
 #include "engine/blocked_time.h"
 
 #include <pthread.h>
-#include <sched.h>
-
-#include "core/clock.h"
-
-/* How long a worker polls before it sleeps: the main thread usually
- * releases within microseconds, sooner than a sleeping thread wakes. */
-#define SPIN_US 50
 
 static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t released_cond = PTHREAD_COND_INITIALIZER;
@@ -73,12 +66,10 @@ static int isReleased(RAI_BlockedTime *t) {
     return __atomic_load_n(&t->released, __ATOMIC_ACQUIRE);
 }
 
-/* A worker's wait, usually none. It polls a little first, yielding the CPU
- * the main thread may need to get to the release point. */
+/* A worker's wait, usually none. No polling: on few cores a polling worker
+ * takes the CPU the main thread needs to get to the release point (over a
+ * quarter of the throughput at 32 clients on 2 cores, docs/performance.md). */
 static void waitReleased(RAI_BlockedTime *t) {
-    if (isReleased(t)) return;
-    long long spin_end = Clock_NowUs() + SPIN_US;
-    while (!isReleased(t) && Clock_NowUs() < spin_end) sched_yield();
     if (isReleased(t)) return;
     pthread_mutex_lock(&release_lock);
     while (!isReleased(t)) pthread_cond_wait(&released_cond, &release_lock);

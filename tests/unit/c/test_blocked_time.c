@@ -114,7 +114,7 @@ static void sleepMs(long ms) {
     nanosleep(&ts, NULL);
 }
 
-/* A worker does not start before the release, polling or asleep; it starts
+/* A worker does not start before the release; it starts
  * at once after it; each run is one Start and one End. */
 static void testWorkerWaits(void) {
     RAI_BlockedTime h, i;
@@ -122,7 +122,7 @@ static void testWorkerWaits(void) {
     BlockedTime_Hold(NULL, &h, BC(6));
     pthread_t th;
     CHECK_INT(pthread_create(&th, NULL, worker, &h), 0);
-    sleepMs(30); /* past the poll: asleep on the condition variable */
+    sleepMs(30); /* long enough for it to be asleep on the condition variable */
     CHECK_INT(__atomic_load_n(&starts, __ATOMIC_SEQ_CST), starts_before);
     BlockedTime_Hold(NULL, &i, BC(7)); /* releases h */
     pthread_join(th, NULL);
@@ -131,7 +131,7 @@ static void testWorkerWaits(void) {
     CHECK_INT(ends, 1);
 
     CHECK_INT(pthread_create(&th, NULL, worker, &i), 0);
-    sleepMs(1); /* while it polls */
+    sleepMs(1);
     firePassEnd();
     pthread_join(th, NULL);
     CHECK_INT(starts, starts_before + 2);
