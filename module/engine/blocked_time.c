@@ -8,9 +8,9 @@
  * other on the main thread, and a blocking AI command is never nested in
  * another: Dag_RefuseIfCannotBlock), so at most one client is held at a
  * time; and a module timer of 0 ms, which Redis runs from its event loop
- * after the pass's commands (never from inside a command). The wait is usually nothing: a worker wakes later than the main
- * thread needs to finish the command. (Releasing at each pass costs one
- * module timer per pass that blocked a client.)
+ * after the pass's commands (never from inside a command): one timer per
+ * pass that blocked a client. The wait is often nothing: a worker usually
+ * wakes later than the main thread needs to finish the command.
  */
 #include "engine/blocked_time.h"
 

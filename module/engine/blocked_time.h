@@ -14,7 +14,9 @@
  * return and its unblocking, one after another (a DAG is on one worker at a
  * time), and the logged total is at most the time from the command's start
  * to the reply's end. Each run still lies inside its interval, so SLOWLOG
- * >= AI.INFO's duration for the runs of that command.
+ * >= AI.INFO's duration for the runs of that command. Every End follows a
+ * Start of its own: Redis 7.0 and Valkey 8.1 (module.c) do not reset the
+ * start at End, so a repeated End would add the same stretch again.
  */
 #ifndef REDISAI_BLOCKED_TIME_H
 #define REDISAI_BLOCKED_TIME_H
