@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "engine/blocked_time.h"
 #include "engine/caller.h"
 #include "engine/run_queue.h"
 #include "redismodule.h"
@@ -77,6 +78,7 @@ typedef struct RAI_Dag {
     RAI_DagPersist *persist;
     size_t npersist;
     RedisModuleBlockedClient *bc;
+    RAI_BlockedTime blocked_time; /* bc's runs as Redis is told them */
     long long timeout_ms; /* 0: none */
     long long enqueued_ms;
     int timed_out;

@@ -8,6 +8,7 @@
 
 #include "core/memory.h"
 #include "core/messages.h"
+#include "engine/blocked_time.h"
 #include "engine/inline_run.h"
 #include "engine/tensor_reply.h"
 #include "types/model.h"
@@ -143,6 +144,7 @@ void Dag_FreeCallback(RedisModuleCtx *ctx, void *privdata) {
     REDISMODULE_NOT_USED(ctx);
     RAI_Dag *dag = privdata;
     if (!dag->timed_out) Dag_UpdateStats(dag);
+    BlockedTime_Forget(&dag->blocked_time);
     Dag_Free(dag);
     InlineRun_QueuedEnd();
 }

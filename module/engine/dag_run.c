@@ -13,6 +13,7 @@
 
 #include "core/clock.h"
 #include "core/messages.h"
+#include "engine/blocked_time.h"
 #include "redisai/reply_texts.h"
 #include "types/model.h"
 #include "types/run_stats.h"
@@ -58,20 +59,18 @@ static int callBackend(RAI_DagOp *op, const RAI_RunInfo *info, RAI_Tensor **ins,
 /* SLOWLOG, INFO COMMANDSTATS and the latency histogram of a blocking
  * command count the background time Redis is told about here, on top of
  * the main thread's (as RedisAI 1.2 does). Only the backend run is
- * measured, not the wait in a queue. A DAG is worked on by one worker at a
+ * measured, not the wait in a queue, and only once the command that
+ * blocked the client has returned (blocked_time.h): the logged time never
+ * exceeds the client's round trip. A DAG is worked on by one worker at a
  * time, so Start/End pairs of one blocked client never overlap; End comes
  * before the DAG is unblocked or moved to another queue, after which the
  * blocked client is no longer ours to touch. */
 void Dag_MeasureStart(RAI_Dag *dag) {
-    if (dag->bc && RedisModule_BlockedClientMeasureTimeStart) {
-        RedisModule_BlockedClientMeasureTimeStart(dag->bc);
-    }
+    BlockedTime_RunStart(&dag->blocked_time);
 }
 
 void Dag_MeasureEnd(RAI_Dag *dag) {
-    if (dag->bc && RedisModule_BlockedClientMeasureTimeEnd) {
-        RedisModule_BlockedClientMeasureTimeEnd(dag->bc);
-    }
+    BlockedTime_RunEnd(&dag->blocked_time);
 }
 
 /* What the next inline-run decision of this model goes by (inline_run.c). */

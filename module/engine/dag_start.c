@@ -5,6 +5,7 @@
 #include "engine/dag_start.h"
 
 #include "core/clock.h"
+#include "engine/blocked_time.h"
 #include "engine/dag_reply.h"
 #include "engine/dag_run.h"
 #include "engine/inline_run.h"
@@ -49,6 +50,7 @@ int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
     }
     Dag_CaptureCaller(ctx, dag);
     dag->bc = RedisModule_BlockClient(ctx, Dag_ReplyCallback, NULL, Dag_FreeCallback, 0);
+    BlockedTime_Hold(ctx, &dag->blocked_time, dag->bc);
     InlineRun_QueuedStart();
     dag->enqueued_ms = Clock_NowMs();
     RunQueue_Push(first, dag);

@@ -1,0 +1,88 @@
+/*
+ * blocked_time.c - see blocked_time.h. The main thread holds the client
+ * blocked last until a release point; a worker about to run for it waits
+ * on a condition variable until then.
+ *
+ * Release points are where the command that blocked the held client has
+ * returned to Redis: the next BlockedTime_Hold (commands run one after the
+ * other on the main thread, and a blocking AI command is never nested in
+ * another: Dag_RefuseIfCannotBlock), so at most one client is held at a
+ * time; and a module timer of 0 ms, which Redis runs from its event loop
+ * after the pass's commands (never from inside a command): one timer per
+ * pass that blocked a client. The wait is often nothing: a worker usually
+ * wakes later than the main thread needs to finish the command.
+ */
+#include "engine/blocked_time.h"
+
+#include <pthread.h>
+
+static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t released_cond = PTHREAD_COND_INITIALIZER;
+/* Main thread only. */
+static RAI_BlockedTime *held = NULL;
+static int timer_pending = 0;
+
+static int measured(void) {
+    return RedisModule_BlockedClientMeasureTimeStart && RedisModule_BlockedClientMeasureTimeEnd;
+}
+
+static void releaseHeld(void) {
+    if (held == NULL) return;
+    pthread_mutex_lock(&release_lock);
+    __atomic_store_n(&held->released, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&released_cond);
+    pthread_mutex_unlock(&release_lock);
+    held = NULL;
+}
+
+static void onPassEnd(RedisModuleCtx *ctx, void *data) {
+    REDISMODULE_NOT_USED(ctx);
+    REDISMODULE_NOT_USED(data);
+    timer_pending = 0;
+    releaseHeld();
+}
+
+void BlockedTime_Hold(RedisModuleCtx *ctx, RAI_BlockedTime *t, RedisModuleBlockedClient *bc) {
+    releaseHeld();
+    *t = (RAI_BlockedTime){.bc = bc};
+    if (bc == NULL || !measured()) {
+        t->released = 1; /* nothing is measured: nothing to wait for */
+        return;
+    }
+    held = t;
+    if (!timer_pending) {
+        RedisModule_CreateTimer(ctx, 0, onPassEnd, NULL);
+        timer_pending = 1;
+    }
+}
+
+/* Answered before its release: a DAG that ended without a run (its TIMEOUT
+ * passed, or it has no model or script op). */
+void BlockedTime_Forget(RAI_BlockedTime *t) {
+    if (held == t) held = NULL;
+}
+
+static int isReleased(RAI_BlockedTime *t) {
+    return __atomic_load_n(&t->released, __ATOMIC_ACQUIRE);
+}
+
+/* A worker's wait, usually none. No polling: on few cores a polling worker
+ * takes the CPU the main thread needs to get to the release point (over a
+ * quarter of the throughput at 32 clients on 2 cores, docs/performance.md). */
+static void waitReleased(RAI_BlockedTime *t) {
+    if (isReleased(t)) return;
+    pthread_mutex_lock(&release_lock);
+    while (!isReleased(t)) pthread_cond_wait(&released_cond, &release_lock);
+    pthread_mutex_unlock(&release_lock);
+}
+
+void BlockedTime_RunStart(RAI_BlockedTime *t) {
+    if (t->bc == NULL || !measured()) return;
+    waitReleased(t);
+    RedisModule_BlockedClientMeasureTimeStart(t->bc);
+}
+
+void BlockedTime_RunEnd(RAI_BlockedTime *t) {
+    if (t->bc == NULL || !measured()) return;
+    RedisModule_BlockedClientMeasureTimeEnd(t->bc);
+}
