@@ -119,10 +119,9 @@ void check_version(std::string_view text, const ZipMember &m) {
     if (v < kMinSupportedFileFormatVersion || v > kMaxSupportedFileFormatVersion) {
         std::string shown(text.substr(0, std::min<size_t>(digits, 32)));
         shown += digits > 32 ? "..." : "";
-        throw std::runtime_error("ERR TorchScript archive version " + shown +
-                                 " is not supported (libtorch reads versions " +
-                                 std::to_string(kMinSupportedFileFormatVersion) + " to " +
-                                 std::to_string(kMaxSupportedFileFormatVersion) + ")");
+        zip_corrupt("unsupported version " + shown + " in " + zip_printable(m.name) +
+                    " (libtorch reads " + std::to_string(kMinSupportedFileFormatVersion) +
+                    " to " + std::to_string(kMaxSupportedFileFormatVersion) + ")");
     }
 }
 
