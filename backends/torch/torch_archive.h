@@ -12,8 +12,10 @@
 
 namespace rai_torch {
 
-/* Throws unless every parsed member matches its CRC-32 and the code in it
- * nests no deeper than the scripts' limit (script_depth.h). */
+/* Throws unless libtorch's reader opens the blob cleanly (a blob with no
+ * end of central directory at all gets that reader's own error), every
+ * parsed member matches its CRC-32 and the code in it nests no deeper than
+ * the scripts' limit (script_depth.h). */
 void verify_archive(const char *blob, size_t len,
                     std::shared_ptr<caffe2::serialize::ReadAdapterInterface> reader);
 
