@@ -144,8 +144,9 @@ def all_backends_server(start_server: StartServer,
 
 @pytest.fixture
 def connect() -> Iterator[Connect]:
-    """connect(server, flush=True): an exact-reply client of the server, after FLUSHALL
-    unless flush=False. When the test is done the client is closed and the server must still
+    """connect(server, flush=True): an exact-reply client of the server, after FLUSHALL SYNC
+    unless flush=False (SYNC: Valkey 8 frees a flush's values in the background by default,
+    so a model's statistics would outlive the flush for a moment). When the test is done the client is closed and the server must still
     be running (its log is the failure message): a crash is never a pass."""
     opened: list[tuple[RawClient, RedisServer]] = []
 
@@ -153,7 +154,7 @@ def connect() -> Iterator[Connect]:
         client = RawClient(srv.port)
         opened.append((client, srv))
         if flush:
-            assert_ok(client.execute("FLUSHALL"))
+            assert_ok(client.execute("FLUSHALL", "SYNC"))
         return client
 
     yield open_client
@@ -168,7 +169,7 @@ def slow_n(tf_server: RedisServer) -> Callable[[float], int]:
     """n(seconds) -> the loop count of tf_graphs.slow_graph() for a run of about that long
     on tf_server, measured once per test module (engine_models.calibrate_slow)."""
     with RawClient(tf_server.port) as c:
-        assert_ok(c.execute("FLUSHALL"))
+        assert_ok(c.execute("FLUSHALL", "SYNC"))
         return em.calibrate_slow(c)
 
 

@@ -244,7 +244,7 @@ def test_counts_follow_store_overwrite_and_delete(fresh, tree):
         # An RDB round trip frees every object and builds it again.
         assert_ok(c.execute("DEBUG", "RELOAD"))
         assert counts(c, onnx) == (1, 0)
-        assert_ok(c.execute("FLUSHALL"))
+        assert_ok(c.execute("FLUSHALL", "SYNC"))
         assert counts(c, onnx) == (0, 0)
 
 

@@ -109,7 +109,7 @@ def client(server: RedisServer, user: str | None = None) -> RawClient:
 @pytest.fixture
 def admin(srv: RedisServer) -> Iterator[RawClient]:
     with client(srv) as c:
-        assert_ok(c.execute("FLUSHALL"))
+        assert_ok(c.execute("FLUSHALL", "SYNC"))
         yield c
     assert srv.alive(), srv.log()
 
@@ -213,7 +213,7 @@ def test_scripts_without_redis_execute_run(srv, admin):
 @pytest.fixture
 def unsafe_admin(unsafe_srv: RedisServer) -> Iterator[RawClient]:
     with client(unsafe_srv) as c:
-        assert_ok(c.execute("FLUSHALL"))
+        assert_ok(c.execute("FLUSHALL", "SYNC"))
         yield c
     assert unsafe_srv.alive(), unsafe_srv.log()
 

@@ -167,7 +167,7 @@ def test_batch_stops_once_the_sum_reaches_batchsize(c, tf_server, slow_n, instal
     assert run_queued(tf_server, slow_n, c, "m", rows) == [Status("OK")] * 3
     check_slices(c, rows, [6, 6, 1])
     # five requests of one row with BATCHSIZE 4: a batch of 4, then one alone
-    assert_ok(c.execute("FLUSHALL"))
+    assert_ok(c.execute("FLUSHALL", "SYNC"))
     assert_ok(c.execute("AI.MODELSTORE", "slow", "TF", "CPU", "INPUTS", 1, "n", "OUTPUTS", 1,
                         "out", "BLOB", em.tf_graphs.slow_graph()))
     store_bs(c, install_dir, "TF", "m", "BATCHSIZE", 4)

@@ -18,7 +18,7 @@ from resp import RawClient, Status
 def slow(tf_server):
     """Stores the slow and the mul model; returns a function n(seconds) -> loop count."""
     with RawClient(tf_server.port) as c:
-        assert_ok(c.execute("FLUSHALL"))
+        assert_ok(c.execute("FLUSHALL", "SYNC"))
         assert_ok(c.execute("AI.MODELSTORE", "slow", "TF", "CPU", "INPUTS", 1, "n", "OUTPUTS", 1,
                             "out", "BLOB", tf_graphs.slow_graph()))
         assert_ok(c.execute("AI.MODELSTORE", "mul", "TF", "CPU", "INPUTS", 2, "a", "b",

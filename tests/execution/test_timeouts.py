@@ -319,7 +319,7 @@ def loop_n(onnx_server: RedisServer):
             n *= 2
             t = run(n)
         per_iter = max((run(3 * n) - t) / (2 * n), 1e-9)
-        assert_ok(c.execute("FLUSHALL"))
+        assert_ok(c.execute("FLUSHALL", "SYNC"))
     return lambda seconds: max(10, int(seconds / per_iter))
 
 

@@ -391,7 +391,7 @@ def limited(start_server: StartServer, onnx_backend_path) -> RedisServer:
 
 def test_modelstore_over_the_memory_limit(limited):
     with RawClient(limited.port) as c:
-        assert_ok(c.execute("FLUSHALL"))
+        assert_ok(c.execute("FLUSHALL", "SYNC"))
         before = onnx_info(limited)
         reply = c.execute("AI.MODELSTORE", "bigm", "ONNX", "CPU", "BLOB",
                           em.onnx_big_initializer_model(48))  # 48 MiB over a 32 MB limit
@@ -405,13 +405,13 @@ def test_modelstore_over_the_memory_limit(limited):
         assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB",
                             em.onnx_minus_one_model()))
         run_minus_one(c, "m")
-        assert_ok(c.execute("FLUSHALL"))
+        assert_ok(c.execute("FLUSHALL", "SYNC"))
         assert onnx_info(limited)["memory"] == before["memory"]
 
 
 def test_run_over_the_memory_limit(limited):
     with RawClient(limited.port) as c:
-        assert_ok(c.execute("FLUSHALL"))
+        assert_ok(c.execute("FLUSHALL", "SYNC"))
         assert_ok(c.execute("AI.MODELSTORE", "alloc", "ONNX", "CPU", "BLOB",
                             em.onnx_alloc_model()))
         held = onnx_info(limited)["memory"]

@@ -218,6 +218,6 @@ def test_one_mb_holds_25_mnist_sessions_and_refuses_more(limited):
         np.testing.assert_allclose(get_float(c, "y").reshape(8, 10), expected(blob, sample),
                                    rtol=1e-4, atol=1e-5)
         assert figures(limited)[0] == per_session
-        assert_ok(c.execute("FLUSHALL"))
+        assert_ok(c.execute("FLUSHALL", "SYNC"))
         assert figures(limited)[0] == 0
         assert limited.alive()

@@ -365,7 +365,7 @@ def test_malformed_payload_is_refused(c, srv, rdb_version, name):
 def test_unloadable_backend_fails_the_load_naming_key_backend_and_reason(
         module_path, srv, rdb_version):
     with RawClient(srv.port) as c:
-        assert_ok(c.execute("FLUSHALL"))
+        assert_ok(c.execute("FLUSHALL", "SYNC"))
         assert_ok(c.execute("AI.MODELSTORE", "pt", "TORCH", "CPU", "BLOB", tm.add().blob))
         assert_ok(c.execute("AI.SCRIPTSTORE", "sc", "CPU", "ENTRY_POINTS", 1, "bar", "SOURCE",
                             tm.SCRIPT))
@@ -410,7 +410,7 @@ def test_load_lazily_loads_the_backend_from_backendspath(module_path, srv, rdb_v
     loading the default backend files from BACKENDSPATH (the install tree's)."""
     built = om.add()
     with RawClient(srv.port) as c:
-        assert_ok(c.execute("FLUSHALL"))
+        assert_ok(c.execute("FLUSHALL", "SYNC"))
     payloads = {
         "ox": rp.dump_payload("AI__MODEL", 1, old_model(1, "ONNX", built.blob), rdb_version),
         "sc": rp.dump_payload("AI_SCRIPT", 3, [cstr("CPU"), b"", cstr(tm.SCRIPT), U(1),

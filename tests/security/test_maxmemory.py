@@ -53,7 +53,7 @@ def c(srv: RedisServer, connect: Connect) -> Iterator[RawClient]:
     """Models m:TF, m:TORCH, m:ONNX (k = 2), script s (k = 3), 1 MiB input x; then 50mb."""
     client = connect(srv, flush=False)
     set_limit(client, 0)
-    assert_ok(client.execute("FLUSHALL"))
+    assert_ok(client.execute("FLUSHALL", "SYNC"))
     for kind in sm.KINDS:
         assert_ok(sm.store_model(client, f"m:{kind}", kind, 2))
     assert_ok(sm.store_script(client, "s", 3))
@@ -64,7 +64,7 @@ def c(srv: RedisServer, connect: Connect) -> Iterator[RawClient]:
     set_limit(client, LIMIT)
     yield client
     set_limit(client, 0)
-    assert_ok(client.execute("FLUSHALL"))
+    assert_ok(client.execute("FLUSHALL", "SYNC"))
 
 
 def fill_until_refused(c: RawClient, prefix: str = "fill") -> int:

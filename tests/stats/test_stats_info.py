@@ -209,7 +209,7 @@ def test_entry_lives_with_the_model(c):
     assert c.execute("DEL", "m") == 1
     assert_error(c.execute("AI.INFO", "m"), NO_INFO)
     store_mul(c)
-    assert_ok(c.execute("FLUSHALL"))
+    assert_ok(c.execute("FLUSHALL", "SYNC"))
     assert_error(c.execute("AI.INFO", "m"), NO_INFO)
     store_mul(c)
     assert c.execute("SET", "m", "x") == "OK"

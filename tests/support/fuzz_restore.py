@@ -42,7 +42,7 @@ def sources(c: Any, blobs: Blobs, onnx_name: str) -> dict[str, rp.Parsed]:
         reply = c.execute(*args)
         assert reply == "OK", (short(args), reply)
 
-    c.execute("FLUSHALL")
+    c.execute("FLUSHALL", "SYNC")
     ok("AI.TENSORSET", "t_float", "FLOAT", 2, 3, "VALUES", 1, 2, 3, 4, 5, 6)
     ok("AI.TENSORSET", "t_int8", "INT8", 4, "VALUES", 1, 2, 3, 4)
     ok("AI.TENSORSET", "t_double", "DOUBLE", 1, 1, 2, "VALUES", 1, 2)
