@@ -204,6 +204,9 @@ int torch_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *in
         c10::IValue result;
         if (m->tensor_args) {
             m->forward->run(stack);
+            if (stack.empty()) { /* a TorchScript function returns one value, None at least */
+                throw std::runtime_error("ERR the TorchScript model's forward returned nothing");
+            }
             result = std::move(stack.front());
         } else {
             result = (*m->forward)(std::move(stack)); /* checks the arguments' types */
