@@ -18,7 +18,8 @@
  *   torch_direct --model FILE --input DTYPE:D1xD2x...:FILE [--input ...]
  *                [--iters N] [--warmup N] [--intra N] [--inter N]
  *                [--guard inference|nograd|none] [--threads-per-run]
- *                [--input-offset N] [--dump-output FILE]
+ *                [--input-offset N] [--optimize none|freeze|inference]
+ *                [--dump-output FILE]
  *
  * DTYPE is FLOAT, DOUBLE, INT32, INT64 or UINT8 (raw little-endian bytes,
  * as rai_floor reads them). --guard: c10::InferenceMode (the default, what
@@ -27,6 +28,9 @@
  * intra-op count per run would cost. --input-offset puts each input's data
  * N bytes past a 64-byte boundary, as the bytes of a Redis string lie past
  * its header (the server's inputs: AI.TENSORSET BLOB keeps the string).
+ * --optimize prices what the backend does not do: torch::jit::freeze (the
+ * module's attributes folded into the graph) or optimize_for_inference
+ * (frozen, then weights prepacked for oneDNN and conv/batch-norm folded).
  * Prints one JSON object with the keys
  * rai_floor prints: p50/p90/p99/min/mean of one run in microseconds and
  * runs per second of the timed loop.
@@ -115,6 +119,7 @@ struct Options {
     int intra = 1;
     int inter = 0;
     size_t input_offset = 0;
+    std::string optimize = "none";
     Guard guard = Guard::Inference;
     bool threads_per_run = false;
     std::string dump;
@@ -150,6 +155,11 @@ Options parse_args(int argc, char **argv) {
                       : v == "none"    ? Guard::None
                                        : (die("--guard " + v + ": inference, nograd or none"),
                                           Guard::None);
+        } else if (a == "--optimize") {
+            if (v != "none" && v != "freeze" && v != "inference") {
+                die("--optimize " + v + ": none, freeze or inference");
+            }
+            o.optimize = v;
         } else if (a == "--input-offset") {
             o.input_offset = static_cast<size_t>(std::stoul(v));
         } else if (a == "--dump-output") {
@@ -214,6 +224,11 @@ int main(int argc, char **argv) {
     try {
         m = torch::jit::load(o.model, c10::Device(c10::kCPU));
         m.eval();
+        if (o.optimize == "freeze") {
+            m = torch::jit::freeze(m);
+        } else if (o.optimize == "inference") {
+            m = torch::jit::optimize_for_inference(m);
+        }
         for (const std::string &s : o.inputs) {
             inputs.push_back(parse_input(s, o.input_offset));
         }
@@ -270,12 +285,12 @@ int main(int argc, char **argv) {
                                                     : "none";
     std::printf("{\"kind\": \"TORCH\", \"framework\": \"PyTorch\", \"framework_version\": \"%s\", "
                 "\"direct\": true, \"guard\": \"%s\", \"threads_per_run\": %s, "
-                "\"input_offset\": %zu, \"iters\": %ld, \"warmup\": %ld, \"intra\": %d, "
+                "\"input_offset\": %zu, \"optimize\": \"%s\", \"iters\": %ld, \"warmup\": %ld, \"intra\": %d, "
                 "\"inter\": %d, "
                 "\"p50_us\": %.2f, \"p90_us\": %.2f, \"p99_us\": %.2f, \"min_us\": %.2f, "
                 "\"mean_us\": %.2f, \"rps\": %.1f}\n",
-                kVersion, guard, o.threads_per_run ? "true" : "false", o.input_offset, o.iters,
-                o.warmup, o.intra, o.inter, pct(sorted, .5) * 1e6, pct(sorted, .9) * 1e6,
+                kVersion, guard, o.threads_per_run ? "true" : "false", o.input_offset,
+                o.optimize.c_str(), o.iters, o.warmup, o.intra, o.inter, pct(sorted, .5) * 1e6, pct(sorted, .9) * 1e6,
                 pct(sorted, .99) * 1e6, sorted[0] * 1e6, sum / static_cast<double>(o.iters) * 1e6,
                 static_cast<double>(o.iters) / wall);
     return 0;
