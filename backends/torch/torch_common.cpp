@@ -272,7 +272,17 @@ RAI_Tensor *tensor_to_core(const at::Tensor &t) {
     if (!c.device().is_cpu()) {
         c = c.to(c10::kCPU);
     }
-    c = c.resolve_conj().resolve_neg().contiguous();
+    /* is_conj and is_neg test a flag; resolve_conj and resolve_neg are
+     * dispatcher calls even when there is nothing to resolve (0.07 us a
+     * run on the 2x2 model, where the backend added 0.6 us in all to
+     * libtorch's direct call). */
+    if (c.is_conj()) {
+        c = c.resolve_conj();
+    }
+    if (c.is_neg()) {
+        c = c.resolve_neg();
+    }
+    c = c.contiguous(); /* itself when already contiguous */
 
     RAI_DType dt;
     if (!RAI_DTypeFromFramework(torch_types.data(), static_cast<int>(c.scalar_type()), &dt)) {

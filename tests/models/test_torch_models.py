@@ -226,6 +226,26 @@ def test_wrong_input_shape(c):
     assert c.execute("PING") == "PONG"
 
 
+def test_forward_arguments_not_declared_tensor(c):
+    """The backend skips libtorch's argument check only when every argument of forward is
+    declared Tensor; any other declaration keeps it: an int argument given a tensor is
+    libtorch's own error, an Optional[Tensor] one runs."""
+    built = tm.int_arg()
+    store(c, "m", built)
+    x, n = built.sample
+    put(c, "x", x)
+    put(c, "n", n)
+    text = assert_clean_error(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 2, "x", "n",
+                                        "OUTPUTS", 1, "o"))
+    assert "Expected a value of type 'int' for argument 'n'" in text, text
+    assert c.execute("EXISTS", "o") == 0
+    opt = tm.optional_arg()
+    store(c, "opt", opt)
+    (got,) = execute(c, "opt", list(opt.sample), 1)
+    assert_same(got, opt.run(*opt.sample)[0])
+    assert c.execute("PING") == "PONG"
+
+
 @pytest.mark.parametrize("blob", [b"this is not a torchscript archive", b"PK\x03\x04garbage",
                                   "truncated"], ids=["text", "zip-magic", "truncated"])
 def test_corrupt_blob(c, torch_server, blob):

@@ -5,7 +5,7 @@ torch.jit.script compiles these classes from this file's source.
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -58,6 +58,20 @@ class Flip(nn.Module):
 class Half(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return x.half()
+
+
+class IntArg(nn.Module):
+    """An argument that is not a tensor: MODELEXECUTE can only pass tensors."""
+
+    def forward(self, x: Tensor, n: int) -> Tensor:
+        return x * n
+
+
+class OptionalArg(nn.Module):
+    def forward(self, x: Tensor, y: Optional[Tensor]) -> Tensor:
+        if y is None:
+            return x
+        return x + y
 
 
 class MulAddOne(nn.Module):

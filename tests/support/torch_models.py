@@ -169,6 +169,20 @@ def half_out() -> Built:
 
 
 @functools.cache
+def int_arg() -> Built:
+    """torch.jit.script: forward(x, n: int) -> x * n; a run with two tensors is refused."""
+    return _built(_torch().jit.script(defs().IntArg()), ("x", "n"), 1,
+                  (_f32(3, seed=11), _f32(3, seed=12)))
+
+
+@functools.cache
+def optional_arg() -> Built:
+    """torch.jit.script: forward(x, y: Optional[Tensor]) -> x + y."""
+    return _built(_torch().jit.script(defs().OptionalArg()), ("x", "y"), 1,
+                  (_f32(2, 2, seed=13), _f32(2, 2, seed=14)))
+
+
+@functools.cache
 def cnn() -> Built:
     """torch.jit.trace of cnn_module(): forward(x) [n,1,28,28] -> [n,10]."""
     torch = _torch()
