@@ -27,8 +27,9 @@ request", says what still varies and why):
   (ORT_DISABLE_TELEMETRY=1; see --shipped-runs): a spinning pool or a telemetry upload thread
   counts instructions by the clock, not by the request;
 * no SLOWLOG (a request under valgrind can take the 10 ms that make an entry);
-* a warm-up of the whole server before the first window, and every workload measured twice
-  in the same server (--repeats; the table shows the last window).
+* a warm-up of the whole server before the first window, and every workload measured in
+  three windows on the same server (--repeats), of which the table shows the smallest (see
+  measure()).
 
 Workloads: PING; SET/GET against AI.TENSORSET/AI.TENSORGET BLOB of the same bytes (1 KB,
 1 MB); AI.MODELEXECUTE of the 2x2 ONNX model (bench/floor_models.py's trivial ONNX model,
@@ -38,8 +39,9 @@ it); INFO's `ai_inline_runs` checks which path every request took.
 
 Each run starts a fresh server (Redis hashes its tables with a seed drawn per process, so
 runs differ a little where windows of one server do not); --runs 2 (the default) shows how far
-the counts repeat. Writes bench/results/instructions-<UTC timestamp>.json and prints the
-tables and the ratios. About 2 minutes a run (--quick: 1).
+the counts repeat. After each, PING, SET and GET of 1 KB on Redis without the module: what
+loading it costs every command. Writes bench/results/instructions-<UTC timestamp>.json and
+prints the tables and the ratios. About 2 minutes a run (--quick: 1).
 
     python bench/bench_instructions.py [--install DIR] [--runs 2] [--shipped-runs 1] [--quick]
 """
@@ -184,8 +186,9 @@ class CallgrindServer(RedisServer):
     """redis-server under callgrind, through a wrapper script (RedisServer runs one executable;
     `exec` keeps the server's pid, which callgrind_control addresses)."""
 
-    def __init__(self, install: pathlib.Path, work: pathlib.Path, module_args: Sequence[str],
-                 env: dict[str, str]) -> None:
+    def __init__(self, install: pathlib.Path | None, work: pathlib.Path,
+                 module_args: Sequence[str], env: dict[str, str]) -> None:
+        """install None: Redis alone, no module (the baseline of what the module adds)."""
         self.work = work
         self.exe = shutil.which(server_exe()) or server_exe()
         self.vgdb_prefix = str(work / "vgdb")  # our own FIFOs, apart from any other valgrind
@@ -207,7 +210,8 @@ class CallgrindServer(RedisServer):
         # No SLOWLOG: under valgrind a request can take the 10 ms that make an entry, natively
         # it does not, and an entry costs instructions (argv copies) only when it is made.
         extra = ["--hz", "1", "--slowlog-log-slower-than", "-1"]
-        super().__init__(install / "redisai.so", list(module_args), extra=extra,
+        module = install / "redisai.so" if install is not None else None
+        super().__init__(module, list(module_args), extra=extra,
                          exe=str(wrapper), env=env)
 
     def _wait_ready(self, timeout: float = 300.0) -> None:
@@ -329,13 +333,15 @@ def window(srv: CallgrindServer, call: Caller) -> dict[str, Any]:
 
 
 def measure(srv: CallgrindServer, call: Caller, repeats: int) -> dict[str, Any]:
-    """The workload `repeats` times on the same server: the figure is the last window's, the
-    others are kept (in one process the counts should repeat; see the docstring)."""
+    """The workload `repeats` times on the same server: the figure is the window with the
+    fewest instructions, the others are kept. Every disturbance seen adds instructions (an
+    idle pass, a table rehashed or a buffer resized by serverCron, a telemetry upload), none
+    removes any, so the smallest window is the closest to the request's own cost."""
     call.prepare()
     for _ in range(call.w.warmup):
         call()
     windows = [window(srv, call) for _ in range(repeats)]
-    row = dict(windows[-1])
+    row = dict(min(windows, key=lambda x: x["total"]))
     row["repeats"] = [{k: v for k, v in x.items() if k != "by_object"} for x in windows]
     return row
 
@@ -381,10 +387,11 @@ def one_run(install: pathlib.Path, quick: bool, index: int, telemetry: bool,
         for key in ("a", "b"):
             c.call("AI.TENSORSET", key, "FLOAT", 2, 2, "BLOB", a.tobytes())
         calls = [Caller(c, w) for w in workloads(quick)]
-        # Warm-up of the whole server first: some of Redis's tables are still being rehashed
-        # one step per lookup after the start (a first window of PING measured 500 more
-        # instructions a request after 1,000 PINGs, in every server alike); every key is created
-        # and every path run (but the 1 MB ones, see workloads()).
+        # Warm-up of the whole server first: Redis settles for a while after the start (a
+        # window of PING right after 1,000 PINGs measured 500 more instructions a request than
+        # the next, after 3,000 still 260 more, in every server alike and without the module
+        # too: hence also several windows, see measure()); every key is created and every path
+        # run (but the 1 MB ones, see workloads()).
         ping = Caller(c, Workload("PING", ["PING"], 0, 0))
         for _ in range(3000):
             ping()
@@ -411,7 +418,30 @@ def one_run(install: pathlib.Path, quick: bool, index: int, telemetry: bool,
         shutil.rmtree(work, ignore_errors=True)
     assert alive, f"the server died:\n{log}"
     return {"workloads": rows, "idle": idle_row, "seconds": time.perf_counter() - t0,
-            "ort_telemetry": telemetry}
+            "ort_telemetry": telemetry, "no_module": no_module(quick, index, repeats)}
+
+
+def no_module(quick: bool, index: int, repeats: int) -> list[dict[str, Any]]:
+    """PING, SET and GET of 1 KB on a server without the module, measured alike: what the
+    module costs every command of the server (its event-loop hook runs at every pass)."""
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-icount-"))
+    print(f"run {index}: the same server without the module ...", flush=True)
+    srv = CallgrindServer(None, work, [], dict(os.environ))
+    try:
+        c = base.Client(srv.port)
+        calls = [Caller(c, w) for w in workloads(quick) if w.name in NO_MODULE]
+        ping = calls[0]
+        for _ in range(3000):
+            ping()
+        rows = [measure(srv, call, repeats) for call in calls]
+        c.sock.close()
+    finally:
+        srv.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+NO_MODULE = ("PING", "SET 1KB", "GET 1KB")
 
 
 # ---------------------------------------------------------------------------------------
@@ -494,6 +524,12 @@ def print_report(runs: list[dict[str, Any]], repeat: list[dict[str, Any]]) -> No
         print("  Windows of the same server: relative difference, core / total")
         print("    " + "; ".join(f"{w['name']} {100 * w['core']:.2f}% / {100 * w['total']:.2f}%"
                                  for w in window_spread(run)))
+        plain = {r["name"]: per_request(r)["core"] for r in run.get("no_module", [])}
+        if plain:
+            print("  Without the module (redis-server alone), core: " + "; ".join(
+                f"{r['name']} {plain[r['name']]:,.0f} "
+                f"(with it: {per_request(r)['core'] / plain[r['name']]:.3f}x)"
+                for r in run["workloads"] if r["name"] in plain))
         print("  Ratios (instructions per request, ours / plain):")
         for r in ratios(run):
             print(f"    {r['ours'] + ' / ' + r['plain']:<50} core {r['core']:6.2f}x   "
@@ -515,8 +551,8 @@ def main() -> int:
                     help="fresh servers, one after the other, ONNX Runtime telemetry off")
     ap.add_argument("--shipped-runs", type=int, default=1,
                     help="then fresh servers with ONNX Runtime's telemetry left on, as shipped")
-    ap.add_argument("--repeats", type=int, default=2,
-                    help="windows per workload on the same server (the table shows the last)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="windows per workload on the same server (the table shows the smallest)")
     ap.add_argument("--quick", action="store_true", help="fewer requests per workload")
     ap.add_argument("--out", default=str(HERE / "results"), help="folder of the JSON")
     opts = ap.parse_args()
