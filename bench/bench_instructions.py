@@ -44,6 +44,7 @@ loading it costs every command. Writes bench/results/instructions-<UTC timestamp
 prints the tables and the ratios. About 2 minutes a run (--quick: 1).
 
     python bench/bench_instructions.py [--install DIR] [--runs 2] [--shipped-runs 1] [--quick]
+                                       [--keep-dumps DIR]
 """
 from __future__ import annotations
 
@@ -81,6 +82,8 @@ SETTLE_S = 0.2  # lets the worker finish the previous request's tail before a co
 CALLS_OF_INTEREST = ("readQueryFromClient", "beforeSleep", "writeToClient")
 # The columns of the table: the core first, then what it calls.
 GROUPS = ("redisai.so", "redis-server", "backend", "onnxruntime", "libc", "jemalloc", "other")
+# --keep-dumps: where each window's dump is kept, for callgrind_annotate (by function, by line).
+KEEP_DUMPS: pathlib.Path | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -194,6 +197,7 @@ class CallgrindServer(RedisServer):
         self.vgdb_prefix = str(work / "vgdb")  # our own FIFOs, apart from any other valgrind
         self.out_base = work / "callgrind.out"
         self.dumps = 0
+        self.tag = "server"  # names the kept dumps
         wrapper = work / "redis-server-callgrind"
         valgrind = [
             "valgrind", "--tool=callgrind", "--separate-threads=no",
@@ -236,7 +240,10 @@ class CallgrindServer(RedisServer):
                 raise RuntimeError(f"callgrind wrote no {path}")
             time.sleep(0.1)
         dump = parse_dump(path.read_text())
-        path.unlink()
+        if KEEP_DUMPS is not None:
+            shutil.move(path, KEEP_DUMPS / f"{self.tag}-{self.dumps:02d}-{label}.callgrind")
+        else:
+            path.unlink()
         return dump
 
 
@@ -376,6 +383,7 @@ def one_run(install: pathlib.Path, quick: bool, index: int, telemetry: bool,
     print(f"run {index}: starting redis-server under callgrind "
           f"(ONNX Runtime telemetry {'on, as shipped' if telemetry else 'off'}) ...", flush=True)
     srv = CallgrindServer(install, work, args, env)
+    srv.tag = f"run{index}"
     try:
         c = base.Client(srv.port)
         # Loaded after the start, not as a module argument: under valgrind loading ONNX Runtime
@@ -427,6 +435,7 @@ def no_module(quick: bool, index: int, repeats: int) -> list[dict[str, Any]]:
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-icount-"))
     print(f"run {index}: the same server without the module ...", flush=True)
     srv = CallgrindServer(None, work, [], dict(os.environ))
+    srv.tag = f"run{index}-no-module"
     try:
         c = base.Client(srv.port)
         calls = [Caller(c, w) for w in workloads(quick) if w.name in NO_MODULE]
@@ -555,7 +564,14 @@ def main() -> int:
                     help="windows per workload on the same server (the table shows the smallest)")
     ap.add_argument("--quick", action="store_true", help="fewer requests per workload")
     ap.add_argument("--out", default=str(HERE / "results"), help="folder of the JSON")
+    ap.add_argument("--keep-dumps", default=None, metavar="DIR",
+                    help="keep every window's callgrind dump there "
+                         "(callgrind_annotate --threshold=100 FILE)")
     opts = ap.parse_args()
+    global KEEP_DUMPS
+    if opts.keep_dumps:
+        KEEP_DUMPS = pathlib.Path(opts.keep_dumps).resolve()
+        KEEP_DUMPS.mkdir(parents=True, exist_ok=True)
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} not found (Debian: apt-get install valgrind)")
