@@ -25,6 +25,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "support"))
+# The repository root too: tests/support/redis_server.py imports build_tools (the server by name).
+sys.path.insert(1, str(ROOT))
 
 from redis_server import RedisServer  # noqa: E402  (tests/support/ on sys.path)
 
