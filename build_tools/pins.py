@@ -109,6 +109,7 @@ APT_TOOLS: Final[dict[str, str]] = {
     "make": "make",
     "cc": "gcc",
     "c++": "g++",   # the Torch backend is C++
+    "strace": "strace",  # tests/security/test_onnx_telemetry.py watches the server's connects
 }
 
 # redismodule.h comes from the redis SOURCE package of the server's suite.

@@ -7,6 +7,7 @@
  * the external-data check in ort_external.c.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/rai_entry.h"
@@ -99,12 +100,28 @@ static const RAI_BackendDescriptor *ort_init(char *errbuf, size_t errlen) {
         }
         return NULL;
     }
+    /* ONNX Runtime's telemetry is on by default: as shipped (1.32) it starts
+     * threads every few seconds that resolve and contact Microsoft's event
+     * collector from inside the server. A model server must not phone out
+     * unasked; an operator who wants it sets ORT_DISABLE_TELEMETRY=0, which
+     * overwrite=0 leaves alone (docs/security.md). DisableTelemetryEvents
+     * alone does not stop those threads (strace: DNS lookups every few
+     * seconds); the variable, read when the environment is created, does. */
+    setenv("ORT_DISABLE_TELEMETRY", "1", 0);
     const char *why = "could not create the ONNX Runtime environment";
     OrtStatus *status = ort.api->CreateEnvWithCustomLogger(ort_log, NULL, ORT_LOGGING_LEVEL_WARNING,
                                                            "redisai", &ort.env);
     if (status) {
         ort.env = NULL;
         goto fail;
+    }
+    const char *telemetry_off = getenv("ORT_DISABLE_TELEMETRY");
+    if (telemetry_off == NULL || strcmp(telemetry_off, "0") != 0) {
+        status = ort.api->DisableTelemetryEvents(ort.env);
+        if (status) {
+            why = "could not turn off ONNX Runtime's telemetry";
+            goto fail;
+        }
     }
     why = "could not describe CPU memory to ONNX Runtime";
     status = ort.api->CreateCpuMemoryInfo(OrtDeviceAllocator, OrtMemTypeDefault, &ort.cpu_memory);
