@@ -37,6 +37,9 @@ void RunQueue_Unlink(RAI_RunQueue *q, RAI_QueueItem *prev, RAI_QueueItem *it);
 RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err);
 /* Appends a DAG and wakes one worker. Any thread. */
 void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag);
+/* Queues dag first: a run handed off that its backend never started goes
+ * back where it was (core/async_run.h). */
+void RunQueue_PushFront(RAI_RunQueue *q, struct RAI_Dag *dag);
 /* Nothing queued and no worker running: a DAG pushed now would start at
  * once. A snapshot (another thread may push right after). Any thread. */
 int RunQueue_Idle(RAI_RunQueue *q);
