@@ -143,6 +143,9 @@ static void batchInFlightDone(void *ctx, int rc, RAI_Tensor **outputs) {
 }
 
 void Batch_Run(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
+    /* A batch is waited for (batched models are not handed off): after the
+     * runs this worker has in flight, and so are the TIMEOUT checks. */
+    if (n > 1) Dag_SettleInFlight();
     size_t live = 0;
     for (size_t k = 0; k < n; k++) {
         if (!Dag_TimedOut(dags[k])) dags[live++] = dags[k];
@@ -227,6 +230,14 @@ size_t Batch_Take(RAI_RunQueue *q, RAI_Dag ***batch, size_t *cap, long long *wai
         long long d0 = op ? batchDim(dag) : -1;
         if (op == NULL || d0 < 0 || d0 >= op->model->batchsize) {
             return takeAlone(q, prev, it, *batch);
+        }
+        /* Requests for a batched model gather while the run before them is
+         * waited for: with runs of this worker in flight, the batch is made
+         * once they are answered, from what queued meanwhile. */
+        const AsyncRun_Ops *async = AsyncRun_Get();
+        if (async && AsyncRun_Allowed() && async->pending() > 0) {
+            *wait_ms = RUNQUEUE_WAIT_ANSWERS;
+            return 0;
         }
         const RAI_Model *m = op->model;
         int is_held = 0;

@@ -160,16 +160,26 @@ static void opInFlightDone(void *ctx, int rc, RAI_Tensor **outputs) {
     }
 }
 
-/* Hands a model op off when its backend takes runs in flight and this
- * thread may (a worker at its loop's level): 1, and the answer goes on
- * with the DAG; 0 when the op must run here. A refused hand-off is the
- * op's failure, as a run that failed. */
-static int handOff(RAI_Dag *dag, RAI_DagOp *op, RAI_RunQueue *q) {
+/* Whether a model op can be handed off: its backend takes runs in flight,
+ * this thread may (a worker at its loop's level), and the model does not
+ * batch (a batch gathers the requests that queue while a run is waited
+ * for: an auto-batched model keeps that). */
+static int canHandOff(const RAI_DagOp *op) {
     const AsyncRun_Ops *async = AsyncRun_Get();
-    if (op->kind != DAG_OP_MODEL || async == NULL || !AsyncRun_Allowed() ||
-        !async->accepts(op->model->be)) {
-        return 0;
-    }
+    return op->kind == DAG_OP_MODEL && async != NULL && AsyncRun_Allowed() &&
+           op->model->batchsize <= 0 && async->accepts(op->model->be);
+}
+
+void Dag_SettleInFlight(void) {
+    const AsyncRun_Ops *async = AsyncRun_Get();
+    if (async == NULL || !AsyncRun_Allowed()) return;
+    while (async->pending() > 0) async->wait(-1, -1);
+}
+
+/* Hands a model op off (canHandOff): the answer goes on with the DAG. A
+ * refused hand-off is the op's failure, as a run that failed. */
+static void handOff(RAI_Dag *dag, RAI_DagOp *op, RAI_RunQueue *q) {
+    const AsyncRun_Ops *async = AsyncRun_Get();
     RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * (op->ninputs ? op->ninputs : 1));
     for (size_t i = 0; i < op->ninputs; i++) ins[i] = dag->slots[op->inputs[i]];
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
@@ -182,7 +192,6 @@ static int handOff(RAI_Dag *dag, RAI_DagOp *op, RAI_RunQueue *q) {
                            opInFlightDone, f, &op->err);
     RedisModule_Free(ins);
     if (rc != 0) opInFlightDone(f, -1, NULL);
-    return 1;
 }
 
 /* The DAG is done (or failed, or timed out): its client gets the reply on
@@ -218,9 +227,18 @@ void Dag_RunFrom(RAI_Dag *dag, RAI_RunQueue *q) {
             RunQueue_Push(want, dag);
             return;
         }
+        int run_op = op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT;
+        int hand = run_op && canHandOff(op);
+        /* A run this worker waits for, and a TIMEOUT, come after the runs it
+         * has in flight, as they would have in its queue: their answers
+         * first (their clients are answered first), then the check. */
+        if ((run_op && !hand) || dag->timeout_ms > 0) Dag_SettleInFlight();
         if (Dag_TimedOut(dag)) return;
-        if (handOff(dag, op, q)) return;
-        if (op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT) {
+        if (hand) {
+            handOff(dag, op, q);
+            return;
+        }
+        if (run_op) {
             Dag_RunOp(dag, op, RunQueue_WorkerIndex());
         } else {
             op->state = DAG_OP_DONE;

@@ -96,18 +96,21 @@ static size_t inFlight(RAI_RunQueue *q, const AsyncRun_Ops *async, long *counted
     return n;
 }
 
-/* Waits (lock released) for answers, a push, or wait_ms; the answers' DAGs go on here. */
+/* Waits (lock released) for answers, a push when wake_fd >= 0, or wait_ms;
+ * the answers' DAGs go on here. */
 static void awaitAnswers(RAI_RunQueue *q, const AsyncRun_Ops *async, int wake_fd,
                          long long wait_ms) {
-    if (wake_fd >= 0) q->pollers++;
+    if (wake_fd >= 0) {
+        /* Nothing could be taken just now, under the lock: an earlier push's
+         * signal is spent. Reset it, or it would wake every poll from now on. */
+        uint64_t v;
+        if (read(wake_fd, &v, sizeof(v)) < 0) v = 0;
+        q->pollers++;
+    }
     pthread_mutex_unlock(&q->lock);
     async->wait(wake_fd, wait_ms);
     pthread_mutex_lock(&q->lock);
-    if (wake_fd >= 0) {
-        q->pollers--;
-        uint64_t v;
-        if (q->pollers == 0 && read(q->wake_fd, &v, sizeof(v)) < 0) v = 0; /* reset it */
-    }
+    if (wake_fd >= 0) q->pollers--;
 }
 
 static void *workerMain(void *arg) {
@@ -144,9 +147,14 @@ static void *workerMain(void *arg) {
             continue;
         }
         if (pending > 0) {
-            awaitAnswers(q, async, q->wake_fd, wait_ms);
+            if (wait_ms == RUNQUEUE_WAIT_ANSWERS) {
+                awaitAnswers(q, async, -1, -1);
+            } else {
+                awaitAnswers(q, async, q->wake_fd, wait_ms);
+            }
             continue;
         }
+        if (wait_ms == RUNQUEUE_WAIT_ANSWERS) wait_ms = -1; /* not reached: none in flight */
         if (wait_ms < 0) {
             pthread_cond_wait(&q->ready, &q->lock);
         } else {

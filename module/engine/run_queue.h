@@ -19,8 +19,10 @@ typedef struct RAI_QueueItem RAI_QueueItem;
  * before any queue exists): take chooses, under the queue's lock, what runs
  * next into (*batch)[0..n), growing *batch (RedisModule_Realloc, *cap
  * entries) as needed, and returns n; 0 with *wait_ms the time until
- * something may become runnable (-1: until a push). run runs those n DAGs,
- * the lock released. */
+ * something may become runnable (-1: until a push; RUNQUEUE_WAIT_ANSWERS:
+ * not before the worker's runs in flight are answered). run runs those n
+ * DAGs, the lock released. */
+#define RUNQUEUE_WAIT_ANSWERS (-2)
 typedef size_t (*RunQueue_TakeFn)(RAI_RunQueue *q, struct RAI_Dag ***batch, size_t *cap,
                                   long long *wait_ms);
 typedef void (*RunQueue_RunFn)(struct RAI_Dag **dags, size_t n, RAI_RunQueue *q);

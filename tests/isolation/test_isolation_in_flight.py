@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Iterator
 
+import numpy as np
 import pytest
 
 from fault_injection import fault_env
@@ -278,3 +279,28 @@ def test_model_deleted_with_runs_in_flight_on_a_live_host(slow_timeout: RedisSer
         assert c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "y") == "OK"
         assert _values(c, "y") == [21.0, 22.0]
         assert int(_info(c)["restarts"]) == 0
+
+
+def test_large_outputs_are_used_in_place_and_copied_into_keys(slow_timeout: RedisServer) -> None:
+    """An output over 1 MiB comes back in a sealed region the core adopts without a copy: a
+    DAG passes it to the next op and replies it from there; stored under a key it is copied
+    into Redis's memory (MEMORY USAGE counts it) and stays intact when the host that wrote the
+    region dies."""
+    s = slow_timeout
+    with RawClient(s.port) as c:
+        assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "identity"))
+        n = 600 * 600  # 1.44 MB of FLOAT
+        data = (np.arange(n, dtype=np.float32) % 1000 + 10).astype(np.float32)
+        assert_ok(c.execute("AI.TENSORSET", "big", "FLOAT", 600, 600, "BLOB", data.tobytes()))
+        r = c.execute("AI.DAGEXECUTE", "LOAD", 1, "big", "PERSIST", 1, "kept", "|>",
+                      "AI.MODELEXECUTE", "m", "INPUTS", 1, "big", "OUTPUTS", 1, "t", "|>",
+                      "AI.MODELEXECUTE", "m", "INPUTS", 1, "t", "OUTPUTS", 1, "kept", "|>",
+                      "AI.TENSORGET", "t", "BLOB")
+        assert isinstance(r, list) and r[0] == "OK" and r[1] == "OK", r[:2]
+        assert np.frombuffer(bytes(r[2]), np.float32).tolist() == data.tolist()
+        assert int(c.execute("MEMORY", "USAGE", "kept")) >= n * 4
+        pid = int(_ready(c)["pid"])
+        os.kill(pid, signal.SIGKILL)
+        _ready(c, pid)
+        got = np.frombuffer(bytes(c.execute("AI.TENSORGET", "kept", "BLOB")), np.float32)
+        assert got.tolist() == data.tolist()

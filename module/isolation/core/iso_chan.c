@@ -303,13 +303,31 @@ static int dtypeOk(uint8_t code, uint8_t bits) {
     }
 }
 
+/* A sealed region from the host, mapped once per message. The message
+ * holds a reference while it is decoded and each output adopted from the
+ * region one more; the last one unmaps it, on whatever thread releases
+ * that tensor (the main thread, after the reply or the keyspace copy). */
+typedef struct RegionRef {
+    void *map;
+    size_t len;
+    int refs;
+} RegionRef;
+
+static void regionUnref(void *p) {
+    RegionRef *r = p;
+    if (__atomic_sub_fetch(&r->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    IsoShm_Unmap(r->map, r->len);
+    free(r);
+}
+
 typedef struct Regions {
-    void *map[ISO_MAX_FDS];
-    size_t len[ISO_MAX_FDS];
+    RegionRef *ref[ISO_MAX_FDS];
 } Regions;
 
 static void unmapRegions(Regions *r) {
-    for (int k = 0; k < ISO_MAX_FDS; k++) IsoShm_Unmap(r->map[k], r->len[k]);
+    for (int k = 0; k < ISO_MAX_FDS; k++) {
+        if (r->ref[k]) regionUnref(r->ref[k]);
+    }
 }
 
 /* One tensor from the host, copied into the core's memory after its
@@ -370,20 +388,28 @@ static const unsigned char *bytesOf(IsoChan *c, IsoMsg *m, Regions *rg, const Is
             snprintf(why, wl, "tensor in region %u that was not sent", d->region);
             return NULL;
         }
-        if (rg->map[k] == NULL) {
+        if (rg->ref[k] == NULL) {
             size_t size;
             if (!IsoShm_Check(m->fds[k], F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW, 0, 0, &size,
                               why, wl))
                 return NULL;
-            rg->map[k] = size ? IsoShm_Map(m->fds[k], size, 0) : NULL;
-            if (size && rg->map[k] == NULL) {
-                snprintf(why, wl, "cannot map a region: %s", strerror(errno));
+            RegionRef *ref = calloc(1, sizeof(*ref));
+            if (ref == NULL) {
+                snprintf(why, wl, "out of memory");
                 return NULL;
             }
-            rg->len[k] = size;
+            ref->map = size ? IsoShm_Map(m->fds[k], size, 0) : NULL;
+            if (size && ref->map == NULL) {
+                snprintf(why, wl, "cannot map a region: %s", strerror(errno));
+                free(ref);
+                return NULL;
+            }
+            ref->len = size;
+            ref->refs = 1;
+            rg->ref[k] = ref;
         }
-        base = rg->map[k];
-        len = rg->len[k];
+        base = rg->ref[k]->map;
+        len = rg->ref[k]->len;
     }
     if (d->offset % ISO_TENSOR_ALIGN || d->offset > len || d->nbytes > len - d->offset) {
         snprintf(why, wl, "tensor bytes [%llu, +%llu) outside its region of %zu",
@@ -422,23 +448,41 @@ static RAI_Tensor *stringsIn(const IsoTensorDesc *d, size_t n, const unsigned ch
     return Tensor_NewOwned(dt, d->dims, (int)d->ndims, data, body, offsets);
 }
 
+/* One tensor from the host. A numeric tensor in a sealed region is adopted
+ * when `adopt` (a run's outputs): used in place, without a copy, for as
+ * long as the request holds it (a DAG's next op, the reply), since the
+ * seals mean nobody can write those bytes any more; Tensor_ForKeyspace
+ * copies it into Redis's memory if it is stored under a key. Anything in
+ * the arena is copied now: its part is rewritten by a later run. */
 static RAI_Tensor *tensorIn(IsoChan *c, IsoMsg *m, Regions *rg, const IsoTensorDesc *d,
-                            char *why, size_t wl) {
+                            int adopt, char *why, size_t wl) {
     size_t n;
     if (!checkDesc(d, &n, why, wl)) return NULL;
     const unsigned char *src = bytesOf(c, m, rg, d, why, wl);
     if (src == NULL) return NULL;
     if (d->code == RAI_DTYPE_STRING) return stringsIn(d, n, src, why, wl);
     RAI_DType dt = {.code = d->code, .bits = d->bits};
+    if (adopt && d->region != 0 && d->nbytes > 0) {
+        RegionRef *ref = rg->ref[d->region - 1];
+        __atomic_add_fetch(&ref->refs, 1, __ATOMIC_ACQ_REL);
+        RAI_Tensor *t = Tensor_NewAdopted(dt, d->dims, (int)d->ndims, (void *)src, d->nbytes,
+                                          regionUnref, ref);
+        if (t == NULL) {
+            regionUnref(ref);
+            snprintf(why, wl, "out of memory");
+        }
+        return t;
+    }
     RAI_Tensor *t = Tensor_New(dt, d->dims, (int)d->ndims, 0);
     if (t && d->nbytes) memcpy(Iso_Api()->tensor_data(t), src, d->nbytes);
     if (t == NULL) snprintf(why, wl, "out of memory");
     return t;
 }
 
-/* Decodes `u32 n + n descriptors` and copies each tensor in. 1, or 0 with why. */
-static int tensorsIn(IsoChan *c, IsoMsg *m, IsoReader *r, uint32_t expect, RAI_Tensor ***out,
-                     uint32_t *count, char *why, size_t wl) {
+/* Decodes `u32 n + n descriptors` and takes each tensor in (tensorIn). 1,
+ * or 0 with why. */
+static int tensorsIn(IsoChan *c, IsoMsg *m, IsoReader *r, uint32_t expect, int adopt,
+                     RAI_Tensor ***out, uint32_t *count, char *why, size_t wl) {
     uint32_t n = 0;
     IsoReader_Count(r, &n, ISO_TENSORS_MAX, 24);
     if (r->why) {
@@ -457,7 +501,7 @@ static int tensorsIn(IsoChan *c, IsoMsg *m, IsoReader *r, uint32_t expect, RAI_T
     Regions rg;
     memset(&rg, 0, sizeof(rg));
     for (uint32_t i = 0; ok && i < n; i++) {
-        ts[i] = tensorIn(c, m, &rg, &descs[i], why, wl);
+        ts[i] = tensorIn(c, m, &rg, &descs[i], adopt, why, wl);
         ok = ts[i] != NULL;
     }
     unmapRegions(&rg);
@@ -557,7 +601,7 @@ static int serveModelExecute(IsoChan *c, IsoMsg *m, char *why, size_t wl) {
     uint32_t nin = 0, nout = 0;
     RAI_Tensor **ins = NULL;
     IsoReader_StrView(&r, &key, &key_len, ISO_NAME_MAX);
-    if (!tensorsIn(c, m, &r, UINT32_MAX, &ins, &nin, why, wl)) return 0;
+    if (!tensorsIn(c, m, &r, UINT32_MAX, 0, &ins, &nin, why, wl)) return 0;
     IsoReader_U32(&r, &nout);
     if (!IsoReader_Done(&r) || nout > ISO_TENSORS_MAX) {
         snprintf(why, wl, "CB_MODEL_EXECUTE: %s", r.why ? r.why : "too many outputs");
@@ -636,7 +680,7 @@ ChanOutcome IsoChan_OnMessage(IsoChan *c, IsoMsg *m, uint64_t id, uint32_t nout,
     IsoReader_Init(&r, m->payload, m->payload_len);
     RAI_Tensor **outs = NULL;
     uint32_t n = 0;
-    if (!tensorsIn(c, m, &r, nout, &outs, &n, why, wl) || !IsoReader_Done(&r)) {
+    if (!tensorsIn(c, m, &r, nout, 1, &outs, &n, why, wl) || !IsoReader_Done(&r)) {
         if (outs) releaseAll(outs, n);
         if (why[0] == '\0') snprintf(why, wl, "RUN_OK: %s", r.why);
         return CHAN_BAD;
