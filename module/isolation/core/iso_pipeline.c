@@ -239,6 +239,9 @@ int IsoPipeline_Submit(void *handle, const RAI_RunInfo *info, RAI_Tensor *const 
     IsoBuf_Free(&b);
     if (region >= 0) close(region);
     if (rc != 0) {
+        /* Nothing was sent: the id goes back, so that the ids in flight stay
+         * consecutive and their arena parts distinct. */
+        c->next_id--;
         free(r);
         free(outs);
         free(kcopy);
