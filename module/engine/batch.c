@@ -9,6 +9,7 @@
 
 #include <string.h>
 
+#include "core/async_run.h"
 #include "core/clock.h"
 #include "core/messages.h"
 #include "engine/dag_run.h"
@@ -71,7 +72,80 @@ static void failBatch(RAI_Dag **dags, size_t n, const char *msg) {
     }
 }
 
+/* A batch's run: what its answer needs (the DAGs copied: the worker's
+ * array is reused for the next take while the run is in flight). */
+typedef struct BatchRun {
+    RAI_Dag **dags;
+    size_t n;
+    long long *rows;
+    long long total;
+    size_t noutputs;
+    RAI_RunQueue *q;
+    long long start;
+    RAI_Error err;
+} BatchRun;
+
+static void freeBatchRun(BatchRun *b) {
+    Error_Clear(&b->err);
+    RedisModule_Free(b->dags);
+    RedisModule_Free(b->rows);
+    RedisModule_Free(b);
+}
+
+/* The model answered the batch (rc, outs): each DAG gets its rows and goes
+ * on alone, or every DAG fails with the run's error. Releases outs' tensors. */
+static void batchAnswered(BatchRun *b, int rc, RAI_Tensor **outs) {
+    long long duration = Clock_NowUs() - b->start;
+    for (size_t k = 0; k < b->n; k++) Dag_MeasureEnd(b->dags[k]);
+    for (size_t j = 0; rc == 0 && j < b->noutputs; j++) {
+        if (outs[j] == NULL) {
+            Error_Set(&b->err, RAI_ERR_OUTPUT_COUNT);
+            rc = -1;
+        } else if (outs[j]->ndims == 0 || outs[j]->dims[0] != b->total) {
+            Error_Set(&b->err, RAI_ERR_BATCH_SIZE);
+            rc = -1;
+        }
+    }
+    if (rc != 0) {
+        Error_Set(&b->err, RAI_ERR_RUN_FAILED);
+        failBatch(b->dags, b->n, Error_Message(&b->err));
+    } else {
+        long long from = 0;
+        for (size_t k = 0; k < b->n; k++) {
+            RAI_Dag *dag = b->dags[k];
+            RAI_DagOp *op = &dag->ops[dag->next_op];
+            for (size_t j = 0; j < op->noutputs; j++) {
+                dag->slots[op->outputs[j]] = Tensor_SliceRows(outs[j], from, b->rows[k]);
+            }
+            from += b->rows[k];
+            op->duration_us = duration; /* AI.INFO: each gets the batch's time */
+            op->state = DAG_OP_DONE;
+            dag->next_op++;
+            Dag_RunFrom(dag, b->q);
+        }
+    }
+    for (size_t j = 0; outs && j < b->noutputs; j++) Tensor_Release(outs[j]);
+}
+
+static void batchInFlightDone(void *ctx, int rc, RAI_Tensor **outputs) {
+    BatchRun *b = ctx;
+    if (rc == ASYNC_RUN_NOT_STARTED) {
+        /* Back where they were, in their order, to be batched again. */
+        for (size_t k = b->n; k-- > 0;) {
+            Dag_MeasureEnd(b->dags[k]);
+            RunQueue_PushFront(b->q, b->dags[k]);
+        }
+        freeBatchRun(b);
+        return;
+    }
+    batchAnswered(b, rc, rc == 0 ? outputs : NULL);
+    freeBatchRun(b);
+}
+
 void Batch_Run(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
+    /* A batch is waited for (batched models are not handed off): after the
+     * runs this worker has in flight, and so are the TIMEOUT checks. */
+    if (n > 1) Dag_SettleInFlight();
     size_t live = 0;
     for (size_t k = 0; k < n; k++) {
         if (!Dag_TimedOut(dags[k])) dags[live++] = dags[k];
@@ -84,58 +158,45 @@ void Batch_Run(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
     /* Copied: once a DAG goes on (or fails) the main thread may free it, op0
      * included, while this worker still releases the batch's tensors. */
     const size_t ninputs = op0->ninputs, noutputs = op0->noutputs;
-    long long *rows = RedisModule_Alloc(sizeof(long long) * n);
-    long long total = 0;
-    for (size_t k = 0; k < n; k++) total += rows[k] = batchDim(dags[k]);
+    BatchRun *b = RedisModule_Alloc(sizeof(*b));
+    *b = (BatchRun){
+        .dags = RedisModule_Alloc(sizeof(RAI_Dag *) * n),
+        .n = n,
+        .rows = RedisModule_Alloc(sizeof(long long) * n),
+        .noutputs = noutputs,
+        .q = q,
+    };
+    Error_Init(&b->err);
+    memcpy(b->dags, dags, sizeof(RAI_Dag *) * n);
+    for (size_t k = 0; k < n; k++) b->total += b->rows[k] = batchDim(dags[k]);
     RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * ninputs);
-    RAI_Tensor **outs = RedisModule_Calloc(noutputs ? noutputs : 1, sizeof(RAI_Tensor *));
     for (size_t i = 0; i < ninputs; i++) ins[i] = concatInputs(dags, n, i);
 
     /* The batch runs for several requests, possibly through different keys
      * of one model: the first op's key names it. */
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
     Dag_RunInfoKey(op0, &info);
-    RAI_Error err;
-    Error_Init(&err);
     RAI_Model *m = op0->model;
     /* Each request of the batch waited for the whole run: each is told it. */
     for (size_t k = 0; k < n; k++) Dag_MeasureStart(dags[k]);
-    long long start = Clock_NowUs();
-    int rc = m->be->model_run(m->handle, &info, ins, ninputs, outs, noutputs, &err);
-    long long duration = Clock_NowUs() - start;
-    for (size_t k = 0; k < n; k++) Dag_MeasureEnd(dags[k]);
-    for (size_t j = 0; rc == 0 && j < noutputs; j++) {
-        if (outs[j] == NULL) {
-            Error_Set(&err, RAI_ERR_OUTPUT_COUNT);
-            rc = -1;
-        } else if (outs[j]->ndims == 0 || outs[j]->dims[0] != total) {
-            Error_Set(&err, RAI_ERR_BATCH_SIZE);
-            rc = -1;
+    b->start = Clock_NowUs();
+    const AsyncRun_Ops *async = AsyncRun_Get();
+    if (async && AsyncRun_Allowed() && async->accepts(m->be)) {
+        /* Handed off: the inputs were copied for the host, the answer
+         * finishes the batch on this worker (batchInFlightDone). */
+        if (async->submit(m->handle, &info, ins, ninputs, noutputs, batchInFlightDone, b,
+                          &b->err) != 0) {
+            batchInFlightDone(b, -1, NULL);
         }
-    }
-    if (rc != 0) {
-        Error_Set(&err, RAI_ERR_RUN_FAILED);
-        failBatch(dags, n, Error_Message(&err));
     } else {
-        long long from = 0;
-        for (size_t k = 0; k < n; k++) {
-            RAI_DagOp *op = &dags[k]->ops[dags[k]->next_op];
-            for (size_t j = 0; j < op->noutputs; j++) {
-                dags[k]->slots[op->outputs[j]] = Tensor_SliceRows(outs[j], from, rows[k]);
-            }
-            from += rows[k];
-            op->duration_us = duration; /* AI.INFO: each gets the batch's time */
-            op->state = DAG_OP_DONE;
-            dags[k]->next_op++;
-            Dag_RunFrom(dags[k], q);
-        }
+        RAI_Tensor **outs = RedisModule_Calloc(noutputs ? noutputs : 1, sizeof(RAI_Tensor *));
+        int rc = m->be->model_run(m->handle, &info, ins, ninputs, outs, noutputs, &b->err);
+        batchAnswered(b, rc, outs);
+        freeBatchRun(b);
+        RedisModule_Free(outs);
     }
-    Error_Clear(&err);
     for (size_t i = 0; i < ninputs; i++) Tensor_Release(ins[i]);
-    for (size_t j = 0; j < noutputs; j++) Tensor_Release(outs[j]);
     RedisModule_Free(ins);
-    RedisModule_Free(outs);
-    RedisModule_Free(rows);
 }
 
 static size_t takeAlone(RAI_RunQueue *q, RAI_QueueItem *prev, RAI_QueueItem *it, RAI_Dag **batch) {
@@ -169,6 +230,14 @@ size_t Batch_Take(RAI_RunQueue *q, RAI_Dag ***batch, size_t *cap, long long *wai
         long long d0 = op ? batchDim(dag) : -1;
         if (op == NULL || d0 < 0 || d0 >= op->model->batchsize) {
             return takeAlone(q, prev, it, *batch);
+        }
+        /* Requests for a batched model gather while the run before them is
+         * waited for: with runs of this worker in flight, the batch is made
+         * once they are answered, from what queued meanwhile. */
+        const AsyncRun_Ops *async = AsyncRun_Get();
+        if (async && AsyncRun_Allowed() && async->pending() > 0) {
+            *wait_ms = RUNQUEUE_WAIT_ANSWERS;
+            return 0;
         }
         const RAI_Model *m = op->model;
         int is_held = 0;

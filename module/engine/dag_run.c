@@ -11,6 +11,7 @@
 
 #include <string.h>
 
+#include "core/async_run.h"
 #include "core/clock.h"
 #include "core/messages.h"
 #include "engine/blocked_time.h"
@@ -81,19 +82,9 @@ static void recordRun(const RAI_Dag *dag, RAI_DagOp *op) {
                      __ATOMIC_RELAXED);
 }
 
-void Dag_RunOp(RAI_Dag *dag, RAI_DagOp *op, int worker_index) {
-    RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * (op->ninputs ? op->ninputs : 1));
-    RAI_Tensor **outs = RedisModule_Calloc(op->noutputs ? op->noutputs : 1, sizeof(RAI_Tensor *));
-    for (size_t i = 0; i < op->ninputs; i++) ins[i] = dag->slots[op->inputs[i]];
-    RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = worker_index};
-    Dag_RunInfoKey(op, &info);
-    /* Redis's interval encloses duration_us: SLOWLOG >= AI.INFO's figure. */
-    Dag_MeasureStart(dag);
-    long long start = Clock_NowUs();
-    /* A script's redis.execute / redisAI.model_execute act for the caller. */
-    const RAI_Caller *prev = Caller_SetCurrent(&dag->caller);
-    int rc = callBackend(op, &info, ins, outs);
-    Caller_SetCurrent(prev);
+/* After the backend answered (rc, outs): the op's outputs in the DAG's
+ * slots, or the op failed. Frees outs (the array). */
+static void opAnswered(RAI_Dag *dag, RAI_DagOp *op, long long start, int rc, RAI_Tensor **outs) {
     op->duration_us = Clock_NowUs() - start;
     Dag_MeasureEnd(dag);
     recordRun(dag, op);
@@ -116,8 +107,91 @@ void Dag_RunOp(RAI_Dag *dag, RAI_DagOp *op, int worker_index) {
         for (size_t i = 0; i < op->noutputs; i++) dag->slots[op->outputs[i]] = outs[i];
         op->state = DAG_OP_DONE;
     }
-    RedisModule_Free(ins);
     RedisModule_Free(outs);
+}
+
+void Dag_RunOp(RAI_Dag *dag, RAI_DagOp *op, int worker_index) {
+    RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * (op->ninputs ? op->ninputs : 1));
+    RAI_Tensor **outs = RedisModule_Calloc(op->noutputs ? op->noutputs : 1, sizeof(RAI_Tensor *));
+    for (size_t i = 0; i < op->ninputs; i++) ins[i] = dag->slots[op->inputs[i]];
+    RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = worker_index};
+    Dag_RunInfoKey(op, &info);
+    /* Redis's interval encloses duration_us: SLOWLOG >= AI.INFO's figure. */
+    Dag_MeasureStart(dag);
+    long long start = Clock_NowUs();
+    /* A script's redis.execute / redisAI.model_execute act for the caller. */
+    const RAI_Caller *prev = Caller_SetCurrent(&dag->caller);
+    int rc = callBackend(op, &info, ins, outs);
+    Caller_SetCurrent(prev);
+    opAnswered(dag, op, start, rc, outs);
+    RedisModule_Free(ins);
+}
+
+/* A model run handed off (core/async_run.h): what its answer needs. */
+typedef struct OpInFlight {
+    RAI_Dag *dag;
+    RAI_DagOp *op;
+    RAI_RunQueue *q;
+    long long start;
+} OpInFlight;
+
+/* The answer of a run in flight, on the worker that handed it off: the
+ * DAG goes on from the next op, as after a run waited for. */
+static void opInFlightDone(void *ctx, int rc, RAI_Tensor **outputs) {
+    OpInFlight *f = ctx;
+    RAI_DagOp *op = f->op;
+    if (rc == ASYNC_RUN_NOT_STARTED) {
+        Dag_MeasureEnd(f->dag);
+        RunQueue_PushFront(f->q, f->dag);
+        RedisModule_Free(f);
+        return;
+    }
+    RAI_Tensor **outs = RedisModule_Calloc(op->noutputs ? op->noutputs : 1, sizeof(RAI_Tensor *));
+    for (size_t i = 0; rc == 0 && i < op->noutputs; i++) outs[i] = outputs[i];
+    opAnswered(f->dag, op, f->start, rc, outs);
+    RAI_Dag *dag = f->dag;
+    RAI_RunQueue *q = f->q;
+    RedisModule_Free(f);
+    dag->next_op++;
+    if (op->state == DAG_OP_FAILED) {
+        Dag_Finish(dag);
+    } else {
+        Dag_RunFrom(dag, q);
+    }
+}
+
+/* Whether a model op can be handed off: its backend takes runs in flight,
+ * this thread may (a worker at its loop's level), and the model does not
+ * batch (a batch gathers the requests that queue while a run is waited
+ * for: an auto-batched model keeps that). */
+static int canHandOff(const RAI_DagOp *op) {
+    const AsyncRun_Ops *async = AsyncRun_Get();
+    return op->kind == DAG_OP_MODEL && async != NULL && AsyncRun_Allowed() &&
+           op->model->batchsize <= 0 && async->accepts(op->model->be);
+}
+
+void Dag_SettleInFlight(void) {
+    const AsyncRun_Ops *async = AsyncRun_Get();
+    if (async == NULL || !AsyncRun_Allowed()) return;
+    while (async->pending() > 0) async->wait(-1, -1);
+}
+
+/* Hands a model op off (canHandOff): the answer goes on with the DAG. A
+ * refused hand-off is the op's failure, as a run that failed. */
+static void handOff(RAI_Dag *dag, RAI_DagOp *op, RAI_RunQueue *q) {
+    const AsyncRun_Ops *async = AsyncRun_Get();
+    RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * (op->ninputs ? op->ninputs : 1));
+    for (size_t i = 0; i < op->ninputs; i++) ins[i] = dag->slots[op->inputs[i]];
+    RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = RunQueue_WorkerIndex()};
+    Dag_RunInfoKey(op, &info);
+    OpInFlight *f = RedisModule_Alloc(sizeof(*f));
+    *f = (OpInFlight){.dag = dag, .op = op, .q = q};
+    Dag_MeasureStart(dag);
+    f->start = Clock_NowUs();
+    int rc = async->submit(op->model->handle, &info, ins, op->ninputs, op->noutputs,
+                           opInFlightDone, f, &op->err);
+    RedisModule_Free(ins);
+    if (rc != 0) opInFlightDone(f, -1, NULL);
 }
 
 /* The DAG is done (or failed, or timed out): its client gets the reply on
@@ -153,8 +227,18 @@ void Dag_RunFrom(RAI_Dag *dag, RAI_RunQueue *q) {
             RunQueue_Push(want, dag);
             return;
         }
+        int run_op = op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT;
+        int hand = run_op && canHandOff(op);
+        /* A run this worker waits for, and a TIMEOUT, come after the runs it
+         * has in flight, as they would have in its queue: their answers
+         * first (their clients are answered first), then the check. */
+        if ((run_op && !hand) || dag->timeout_ms > 0) Dag_SettleInFlight();
         if (Dag_TimedOut(dag)) return;
-        if (op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT) {
+        if (hand) {
+            handOff(dag, op, q);
+            return;
+        }
+        if (run_op) {
             Dag_RunOp(dag, op, RunQueue_WorkerIndex());
         } else {
             op->state = DAG_OP_DONE;

@@ -14,6 +14,10 @@ void Dag_RunOp(RAI_Dag *dag, RAI_DagOp *op, int worker_index);
 /* Runs ops from next_op while they belong to q; then moves the DAG to the
  * next op's queue, or finishes it. */
 void Dag_RunFrom(RAI_Dag *dag, RAI_RunQueue *q);
+/* On a worker with model runs in flight (core/async_run.h): waits for
+ * their answers and continues their DAGs, so that what comes next is
+ * ordered after them as if it had queued behind them. */
+void Dag_SettleInFlight(void);
 /* The DAG is done (or failed, or timed out): its client gets the reply on
  * the main thread, or an LLAPI DAG's on_finish runs here. */
 void Dag_Finish(RAI_Dag *dag);

@@ -2,14 +2,25 @@
  * run_queue.c - run queues and their worker threads, see run_queue.h.
  * Workers sleep on a condition variable until a DAG arrives (no polling),
  * so an idle server costs nothing and a request starts without delay.
+ *
+ * A worker may hand model runs off without waiting (core/async_run.h: an
+ * isolated backend's host runs them). It then takes the next request at
+ * once, up to the bound of runs in flight, and while any are in flight it
+ * waits in the backend's poll (answers, or the queue's eventfd for a new
+ * DAG) instead of on the condition variable. Answers continue their DAGs
+ * on this thread, as a run waited for would have.
  */
 #include "engine/run_queue.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "core/async_run.h"
 #include "core/config.h"
 #include "core/device.h"
 #include "redismodule.h"
@@ -27,6 +38,9 @@ struct RAI_RunQueue {
     RAI_QueueItem *tail;
     int nthreads;
     int busy; /* workers running a DAG, under lock */
+    long in_flight; /* runs handed off and not answered, all workers, under lock */
+    int pollers;    /* workers waiting on answers: a push writes wake_fd */
+    int wake_fd;    /* eventfd, -1 if none could be made (then no hand-off) */
     pthread_t *threads;
     struct RAI_RunQueue *next;
 };
@@ -74,6 +88,31 @@ void RunQueue_Unlink(RAI_RunQueue *q, RAI_QueueItem *prev, RAI_QueueItem *it) {
     RedisModule_Free(it);
 }
 
+/* This worker's runs in flight, counted into q->in_flight (lock held). */
+static size_t inFlight(RAI_RunQueue *q, const AsyncRun_Ops *async, long *counted) {
+    size_t n = async ? async->pending() : 0;
+    q->in_flight += (long)n - *counted;
+    *counted = (long)n;
+    return n;
+}
+
+/* Waits (lock released) for answers, a push when wake_fd >= 0, or wait_ms;
+ * the answers' DAGs go on here. */
+static void awaitAnswers(RAI_RunQueue *q, const AsyncRun_Ops *async, int wake_fd,
+                         long long wait_ms) {
+    if (wake_fd >= 0) {
+        /* Nothing could be taken just now, under the lock: an earlier push's
+         * signal is spent. Reset it, or it would wake every poll from now on. */
+        uint64_t v;
+        if (read(wake_fd, &v, sizeof(v)) < 0) v = 0;
+        q->pollers++;
+    }
+    pthread_mutex_unlock(&q->lock);
+    async->wait(wake_fd, wait_ms);
+    pthread_mutex_lock(&q->lock);
+    if (wake_fd >= 0) q->pollers--;
+}
+
 static void *workerMain(void *arg) {
     WorkerArgs *wa = arg;
     RAI_RunQueue *q = wa->queue;
@@ -81,9 +120,23 @@ static void *workerMain(void *arg) {
     RedisModule_Free(wa);
     size_t cap = 16;
     struct RAI_Dag **batch = RedisModule_Alloc(sizeof(struct RAI_Dag *) * cap);
+    /* Registered at module load, before any queue exists. */
+    const AsyncRun_Ops *async = q->wake_fd >= 0 ? AsyncRun_Get() : NULL;
+    AsyncRun_Allow(async != NULL);
+    long counted = 0;
     pthread_mutex_lock(&q->lock);
     for (;;) {
         long long wait_ms;
+        size_t pending = inFlight(q, async, &counted);
+        if (pending > 0) {
+            /* Answers already read are delivered first: their clients wait. */
+            awaitAnswers(q, async, -1, 0);
+            pending = inFlight(q, async, &counted);
+        }
+        if (pending >= (async ? async->max_in_flight : 1) && pending > 0) {
+            awaitAnswers(q, async, -1, -1); /* at the bound: only an answer helps */
+            continue;
+        }
         size_t n = policy_take(q, &batch, &cap, &wait_ms);
         if (n > 0) {
             q->busy++;
@@ -93,6 +146,15 @@ static void *workerMain(void *arg) {
             q->busy--;
             continue;
         }
+        if (pending > 0) {
+            if (wait_ms == RUNQUEUE_WAIT_ANSWERS) {
+                awaitAnswers(q, async, -1, -1);
+            } else {
+                awaitAnswers(q, async, q->wake_fd, wait_ms);
+            }
+            continue;
+        }
+        if (wait_ms == RUNQUEUE_WAIT_ANSWERS) wait_ms = -1; /* not reached: none in flight */
         if (wait_ms < 0) {
             pthread_cond_wait(&q->ready, &q->lock);
         } else {
@@ -122,12 +184,27 @@ void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag) {
     }
     q->tail = item;
     pthread_cond_signal(&q->ready);
+    if (q->pollers > 0) {
+        uint64_t one = 1;
+        if (write(q->wake_fd, &one, sizeof(one)) < 0) one = 0; /* already signalled */
+    }
+    pthread_mutex_unlock(&q->lock);
+}
+
+void RunQueue_PushFront(RAI_RunQueue *q, struct RAI_Dag *dag) {
+    RAI_QueueItem *item = RedisModule_Alloc(sizeof(*item));
+    item->dag = dag;
+    pthread_mutex_lock(&q->lock);
+    item->next = q->head;
+    q->head = item;
+    if (q->tail == NULL) q->tail = item;
+    pthread_cond_signal(&q->ready);
     pthread_mutex_unlock(&q->lock);
 }
 
 int RunQueue_Idle(RAI_RunQueue *q) {
     pthread_mutex_lock(&q->lock);
-    int idle = q->head == NULL && q->busy == 0;
+    int idle = q->head == NULL && q->busy == 0 && q->in_flight == 0;
     pthread_mutex_unlock(&q->lock);
     return idle;
 }
@@ -169,6 +246,7 @@ RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err) {
     snprintf(q->name, sizeof(q->name), "%s", name);
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->ready, NULL);
+    q->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     q->nthreads = (int)rai_config.threads_per_queue;
     q->threads = RedisModule_Calloc(q->nthreads, sizeof(pthread_t));
     for (int i = 0; i < q->nthreads; i++) {
@@ -179,6 +257,7 @@ RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err) {
             /* Threads already started keep serving; a queue with none
              * would hang its clients, so refuse it. */
             if (i == 0) {
+                if (q->wake_fd >= 0) close(q->wake_fd);
                 RedisModule_Free(q->threads);
                 RedisModule_Free(q);
                 Error_Set(err, "ERR Could not initialize queue on requested device");

@@ -19,8 +19,10 @@ typedef struct RAI_QueueItem RAI_QueueItem;
  * before any queue exists): take chooses, under the queue's lock, what runs
  * next into (*batch)[0..n), growing *batch (RedisModule_Realloc, *cap
  * entries) as needed, and returns n; 0 with *wait_ms the time until
- * something may become runnable (-1: until a push). run runs those n DAGs,
- * the lock released. */
+ * something may become runnable (-1: until a push; RUNQUEUE_WAIT_ANSWERS:
+ * not before the worker's runs in flight are answered). run runs those n
+ * DAGs, the lock released. */
+#define RUNQUEUE_WAIT_ANSWERS (-2)
 typedef size_t (*RunQueue_TakeFn)(RAI_RunQueue *q, struct RAI_Dag ***batch, size_t *cap,
                                   long long *wait_ms);
 typedef void (*RunQueue_RunFn)(struct RAI_Dag **dags, size_t n, RAI_RunQueue *q);
@@ -37,6 +39,9 @@ void RunQueue_Unlink(RAI_RunQueue *q, RAI_QueueItem *prev, RAI_QueueItem *it);
 RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err);
 /* Appends a DAG and wakes one worker. Any thread. */
 void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag);
+/* Queues dag first: a run handed off that its backend never started goes
+ * back where it was (core/async_run.h). */
+void RunQueue_PushFront(RAI_RunQueue *q, struct RAI_Dag *dag);
 /* Nothing queued and no worker running: a DAG pushed now would start at
  * once. A snapshot (another thread may push right after). Any thread. */
 int RunQueue_Idle(RAI_RunQueue *q);

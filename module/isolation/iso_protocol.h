@@ -12,6 +12,7 @@
 #ifndef REDISAI_ISO_PROTOCOL_H
 #define REDISAI_ISO_PROTOCOL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define ISO_MAGIC 0x48494152u /* "RAIH" little-endian */
@@ -35,6 +36,21 @@
 #define ISO_ARENA_SIZE (8u << 20)         /* per channel and direction */
 #define ISO_ARENA_TENSOR_MAX (1u << 20)   /* larger tensors go to a large region */
 #define ISO_TENSOR_ALIGN 64
+
+/* Runs in flight on one channel (docs/isolation.md, "Runs in flight"): a
+ * run-queue worker may send up to ISO_PIPELINE_DEPTH model runs before the
+ * first is answered; the host serves them one after another, in order.
+ * Request id k places its tensors in part k % ISO_PIPELINE_DEPTH of each
+ * arena, so the parts of the runs in flight never overlap: consecutive ids
+ * in flight, at most ISO_PIPELINE_DEPTH of them. */
+#define ISO_PIPELINE_DEPTH 4
+
+/* The part of an arena of `len` bytes that request `id` writes. */
+static inline void Iso_ArenaPart(uint64_t id, size_t len, size_t *base, size_t *part_len) {
+    size_t part = (len / ISO_PIPELINE_DEPTH) & ~(size_t)(ISO_TENSOR_ALIGN - 1);
+    *base = (size_t)(id % ISO_PIPELINE_DEPTH) * part;
+    *part_len = part;
+}
 
 /* Exit status of a host that refuses to go on (bad start, protocol error). */
 #define ISO_HOST_EXIT_PROTOCOL 70

@@ -20,6 +20,7 @@
 #include "isolation/core/iso_channel.h"
 #include "isolation/core/iso_control.h"
 #include "isolation/core/iso_handle.h"
+#include "isolation/core/iso_pipeline.h"
 #include "isolation/core/iso_restart.h"
 #include "isolation/core/iso_spawn.h"
 
@@ -27,9 +28,34 @@
 
 static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
 
+static int modelRun(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
+                    size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err);
+
+/* Every isolated model's runs can be in flight (iso_pipeline.c). */
+static int acceptsAsync(const RAI_BackendDescriptor *be) {
+    return be->model_run == modelRun;
+}
+
+static AsyncRun_Ops async_ops = {
+    .max_in_flight = ISO_PIPELINE_DEPTH,
+    .accepts = acceptsAsync,
+    .submit = IsoPipeline_Submit,
+    .pending = IsoPipeline_Pending,
+    .wait = IsoPipeline_Wait,
+};
+
 void Iso_Init(RedisModuleCtx *ctx, const RAI_HostApi *api) {
     (void)ctx;
     Iso_SetApi(api);
+    /* REDISAI_ISOLATED_IN_FLIGHT (0 to ISO_PIPELINE_DEPTH) lowers the bound
+     * for a comparison; 0 makes workers wait for each run, as before runs
+     * could be in flight (bench/bench_isolation_async.py measures both). */
+    const char *env = getenv("REDISAI_ISOLATED_IN_FLIGHT");
+    long want = env && *env ? strtol(env, NULL, 10) : ISO_PIPELINE_DEPTH;
+    if (want > ISO_PIPELINE_DEPTH) want = ISO_PIPELINE_DEPTH;
+    async_ops.max_in_flight = want > 0 ? (size_t)want : 0;
+    AsyncRun_Register(want > 0 ? &async_ops : NULL);
+    IsoChan_SetRetire(IsoPipeline_FailAll);
     IsoControl_SetHooks(&(IsoControlHooks){
         .channels_down = IsoChannel_ShutdownAll,
         .schedule_restart = IsoRestart_Schedule,

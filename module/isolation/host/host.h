@@ -162,12 +162,12 @@ void HostWire_Unmap(HostRegions *regions);
  * arena again for the next requests. */
 void HostWire_KeepArenaInputs(HostChannel *ch, RAI_Tensor *const *inputs,
                               const IsoTensorDesc *descs, uint32_t n);
-/* Places n tensors for the core: in the h2c arena from offset 0 (at most
- * ISO_ARENA_TENSOR_MAX each, while they fit), else in one sealed region
- * for the message, returned in *large (-1 when none). Returns 0, or -1
- * with errno. */
-int HostWire_Place(HostChannel *ch, RAI_Tensor *const *tensors, size_t n, IsoTensorDesc *descs,
-                   int *large);
+/* Places n tensors for the core, for the message `id`: in that id's part of
+ * the h2c arena (Iso_ArenaPart; at most ISO_ARENA_TENSOR_MAX each, while
+ * they fit), else in one sealed region for the message, returned in *large
+ * (-1 when none). Returns 0, or -1 with errno. */
+int HostWire_Place(HostChannel *ch, uint64_t id, RAI_Tensor *const *tensors, size_t n,
+                   IsoTensorDesc *descs, int *large);
 /* Sends on the channel: 0, or -1 with errno; a core that is gone marks the
  * channel dead (nothing is sent on it any more). */
 int HostWire_Send(HostChannel *ch, uint16_t type, uint64_t id, IsoBuf *b, const int *fds,

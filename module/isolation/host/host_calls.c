@@ -257,7 +257,10 @@ int HostCall_ModelExecute(const char *key, size_t key_len, RAI_Tensor *const *in
     HostChannel *ch = HostFrame_Top()->ch;
     IsoTensorDesc *descs = malloc((ninputs ? ninputs : 1) * sizeof(*descs));
     int large = -1;
-    if (descs == NULL || HostWire_Place(ch, inputs, ninputs, descs, &large) != 0) {
+    /* In the part of the request being served: its own answer is not
+     * written yet, while the core may still be reading earlier answers. */
+    if (descs == NULL ||
+        HostWire_Place(ch, HostFrame_Top()->id, inputs, ninputs, descs, &large) != 0) {
         Error_SetFmt(err, "ERR backend host could not place the inputs of model_execute: %s",
                      strerror(descs ? errno : ENOMEM));
         free(descs);

@@ -140,15 +140,15 @@ static int runBackend(const Request *q, RAI_Tensor **inputs, RAI_Tensor **output
 
 /* Places the outputs and encodes RUN_OK into *b (the large region in
  * *large, -1 when none). Returns 0, or -1 after err. */
-static int encodeOutputs(HostChannel *ch, RAI_Tensor **outputs, uint32_t nout, IsoBuf *b,
-                         int *large, RAI_Error *err) {
+static int encodeOutputs(HostChannel *ch, uint64_t id, RAI_Tensor **outputs, uint32_t nout,
+                         IsoBuf *b, int *large, RAI_Error *err) {
     IsoTensorDesc *odescs = malloc((nout ? nout : 1) * sizeof(*odescs));
     *large = -1;
     if (odescs == NULL) {
         Error_Set(err, RAI_ERR_HOST_OOM);
         return -1;
     }
-    int rc = HostWire_Place(ch, outputs, nout, odescs, large);
+    int rc = HostWire_Place(ch, id, outputs, nout, odescs, large);
     if (rc != 0) {
         Error_SetFmt(err, "ERR backend host could not place outputs: %s", strerror(errno));
     } else {
@@ -191,7 +191,7 @@ void HostChannel_Serve(HostChannel *ch, IsoMsg *m) {
     IsoBuf b;
     IsoBuf_Init(&b);
     int large = -1;
-    if (rc == 0) rc = encodeOutputs(ch, outputs, q.nout, &b, &large, &err);
+    if (rc == 0) rc = encodeOutputs(ch, m->h.id, outputs, q.nout, &b, &large, &err);
     /* Before the answer: once the core has it, it writes the next inputs
      * into the arena. Outputs go first, as they may hold their inputs. */
     for (uint32_t i = 0; outputs && i < q.nout; i++) {

@@ -13,9 +13,10 @@
  * (HostWire_KeepArenaInputs). A callback's reply tensors are copied (they
  * outlive the reply); STRING tensors are always copied, then checked.
  *
- * To the core: the host-to-core arena from offset 0 for each message (the
- * core copies arena tensors out as soon as a message arrives, before it
- * sends anything), else one sealed region per message.
+ * To the core: the message's part of the host-to-core arena (Iso_ArenaPart:
+ * the core copies arena tensors out as soon as a message arrives, and the
+ * answers of up to ISO_PIPELINE_DEPTH runs in flight each have a part of
+ * their own), else one sealed region per message.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -173,9 +174,13 @@ void HostWire_KeepArenaInputs(HostChannel *ch, RAI_Tensor *const *inputs,
     HostMapping_Release(old);
 }
 
-int HostWire_Place(HostChannel *ch, RAI_Tensor *const *tensors, size_t n, IsoTensorDesc *descs,
-                   int *large) {
-    size_t arena = 0, region = 0;
+int HostWire_Place(HostChannel *ch, uint64_t id, RAI_Tensor *const *tensors, size_t n,
+                   IsoTensorDesc *descs, int *large) {
+    /* Only this message's part: the core may still be copying the outputs
+     * of the runs in flight before it from theirs. */
+    size_t base, part;
+    Iso_ArenaPart(id, ch->h2c_len, &base, &part);
+    size_t arena = base, region = 0, end = base + part;
     *large = -1;
     for (size_t i = 0; i < n; i++) {
         RAI_DType dt = HostTensor_DType(tensors[i]);
@@ -187,7 +192,7 @@ int HostWire_Place(HostChannel *ch, RAI_Tensor *const *tensors, size_t n, IsoTen
         IsoTensorDesc_Head(d, dt.code, dt.bits, (uint32_t)HostTensor_NDims(tensors[i]), nb);
         memcpy(d->dims, HostTensor_Dims(tensors[i]), sizeof(int64_t) * d->ndims);
         size_t at = alignUp(arena);
-        if (nb <= ISO_ARENA_TENSOR_MAX && at <= ch->h2c_len && nb <= ch->h2c_len - at) {
+        if (nb <= ISO_ARENA_TENSOR_MAX && at <= end && nb <= end - at) {
             d->region = 0;
             d->offset = at;
             if (n1) memcpy(ch->h2c + at, p1, n1);

@@ -1,0 +1,228 @@
+"""Isolated runs in flight (issue 22 item 3; not a test): isolated vs in-process, before and
+after, in one run, with one client program.
+
+Three servers from the same install tree, all `THREADS_PER_QUEUE 1`, TORCH and ONNX loaded:
+
+* `in-process`: the backends in Redis;
+* `isolated`: `ISOLATE TORCH ISOLATE ONNX`, runs in flight (a worker hands up to 4 runs to its
+  host and takes the next request at once: docs/isolation.md "Runs in flight");
+* `isolated-wait`: the same with `REDISAI_ISOLATED_IN_FLIGHT=0` in its environment: the worker
+  waits for each run, as before runs could be in flight (the "before" column).
+
+Measured with bench/floor/rai_load.c (a C closed-loop client), the models of
+bench/floor_models.py, in `--rounds` (>= 3) alternating rounds, the servers' order rotating
+each round:
+
+1. the MNIST-sized CNN (TORCH, ONNX) at 32 clients: runs per second; ratio to in-process per
+   round (target: isolated >= 0.9x);
+2. the trivial 2x2 model (TORCH, ONNX) at 1 client, PING interleaved on the connection: p50;
+   overhead = isolated p50 - in-process p50 per round (target: <= 30 us). In-process runs of
+   the trivial model are answered on the main thread (`INLINE_RUN_MAX_US`, default 50), which
+   isolated runs never are (a host that hangs must not hold Redis's main thread), so the
+   in-process server is measured a second time with `INLINE_RUN_MAX_US 0`
+   (`in-process-queued`: through its run queue, as when issue 13 set the target).
+
+Every server's output is compared with the framework's own result. Writes
+bench/results/isolation-async-<UTC timestamp>.json and prints medians and ranges.
+
+    python bench/bench_isolation_async.py [--install DIR] [--build DIR] [--rounds 3]
+        [--seconds 4] [--requests 4000]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import bench as base  # noqa: E402  (Client, find_install; puts tests/support/ on sys.path)
+import floor_tools  # noqa: E402
+from paths import backend_file  # noqa: E402
+from redis_server import RedisServer  # noqa: E402
+
+KINDS = ("TORCH", "ONNX")
+BACKEND_DIRS = {"TORCH": "torch", "ONNX": "onnxruntime"}
+SERVERS = ("in-process", "isolated", "isolated-wait")
+PING = floor_tools.resp("PING")
+
+
+class Server:
+    """One server with both kinds' trivial and CNN models stored, and their commands."""
+
+    def __init__(self, label: str, install: pathlib.Path, manifest: dict[str, Any],
+                 load_exe: pathlib.Path, work: pathlib.Path) -> None:
+        self.label = label
+        args: list[str] = []
+        for kind in KINDS:
+            args += [kind, str(backend_file(install, BACKEND_DIRS[kind]))]
+        if label != "in-process":
+            args = ["ISOLATE", "TORCH", "ISOLATE", "ONNX", *args]
+        args += ["THREADS_PER_QUEUE", "1"]
+        env = dict(os.environ)
+        env.pop("REDISAI_ISOLATED_IN_FLIGHT", None)
+        if label == "isolated-wait":
+            env["REDISAI_ISOLATED_IN_FLIGHT"] = "0"
+        self.srv = RedisServer(install / "redisai.so", args, env=env)
+        self.client = base.Client(self.srv.port)
+        self.load = floor_tools.Load(load_exe, self.srv.port, work / label)
+        (work / label).mkdir()
+        self.cmds: dict[tuple[str, str], bytes] = {}
+        self.expected: dict[tuple[str, str], np.ndarray] = {}
+        for model in ("trivial", "cnn"):
+            for kind in KINDS:
+                self._store(model, kind, manifest[model][kind])
+
+    def _store(self, model: str, kind: str, entry: dict[str, Any]) -> None:
+        c = self.client
+        key = f"{model}_{kind}"
+        blob = pathlib.Path(entry["blob"]).read_bytes()
+        c.call("AI.MODELSTORE", key, kind, "CPU", "BLOB", blob)
+        ins = []
+        for n, i in enumerate(entry["inputs"]):
+            tkey = f"{key}_in{n}"
+            c.call("AI.TENSORSET", tkey, i["dtype"], *i["shape"], "BLOB",
+                   pathlib.Path(i["file"]).read_bytes())
+            ins.append(tkey)
+        self.cmds[(model, kind)] = floor_tools.resp("AI.MODELEXECUTE", key, "INPUTS", len(ins),
+                                                    *ins, "OUTPUTS", 1, f"{key}_out")
+        self.expected[(model, kind)] = np.fromfile(entry["expected"], np.float32)
+
+    def check(self, model: str, kind: str) -> None:
+        got = np.frombuffer(bytes(self.client.call("AI.TENSORGET", f"{model}_{kind}_out",
+                                                   "BLOB")), np.float32)
+        np.testing.assert_allclose(got, self.expected[(model, kind)], rtol=1e-4, atol=1e-5,
+                                   err_msg=f"{self.label} {kind} {model}: output differs")
+
+    def stop(self) -> None:
+        self.client.sock.close()
+        alive = self.srv.alive()
+        log = self.srv.log() if not alive else ""
+        self.srv.stop()
+        assert alive, f"{self.label} server died:\n{log}"
+
+
+def med(xs: list[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--install")
+    ap.add_argument("--build", default=str(HERE.parent / "build"), help="configured build folder")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=4.0, help="per 32-client measurement")
+    ap.add_argument("--requests", type=int, default=4000, help="per 1-client measurement")
+    ap.add_argument("--out", default=str(HERE / "results"))
+    opts = ap.parse_args()
+    if opts.rounds < 3:
+        raise SystemExit("--rounds: at least 3")
+    install = base.find_install(opts.install)
+    _floor_exe, load_exe = floor_tools.build(pathlib.Path(opts.build))
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-iso-async-"))
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    rounds: list[dict[str, Any]] = []
+    loadavg_start = os.getloadavg()
+    servers: dict[str, Server] = {}
+    try:
+        print("building the models with the frameworks (child process) ...", flush=True)
+        subprocess.run([sys.executable, str(HERE / "floor_models.py"), str(work / "models")],
+                       check=True)
+        manifest = json.loads((work / "models" / "manifest.json").read_text())
+        for label in SERVERS:
+            servers[label] = Server(label, install, manifest, load_exe, work)
+        default_inline = int(servers["in-process"].client.call("AI.CONFIG", "GET",
+                                                               "INLINE_RUN_MAX_US"))
+        for s in servers.values():  # warm up, and every output checked once
+            for (model, kind), cmd in s.cmds.items():
+                s.load.run([cmd], clients=4, requests=200, warmup=20)
+                s.check(model, kind)
+        for r in range(opts.rounds):
+            order = SERVERS[r % 3:] + SERVERS[:r % 3]
+            rnd: dict[str, Any] = {"order": list(order), "cnn_32": {}, "trivial_1": {}}
+            for kind in KINDS:
+                rnd["cnn_32"][kind] = {}
+                for label in order:
+                    s = servers[label]
+                    res = s.load.run([s.cmds[("cnn", kind)]], clients=32, seconds=opts.seconds,
+                                     warmup=10)
+                    rnd["cnn_32"][kind][label] = res[0]
+                    s.check("cnn", kind)
+                    print(f"round {r + 1} CNN {kind:5} 32 clients {label:13} "
+                          f"{res[0]['rps']:8.0f}/s", flush=True)
+            for kind in KINDS:
+                rnd["trivial_1"][kind] = {}
+                for label in order:
+                    s = servers[label]
+                    variants = [(label, None)]
+                    if label == "in-process":
+                        variants.append(("in-process-queued", 0))
+                    for shown, inline in variants:
+                        if inline is not None:
+                            s.client.call("AI.CONFIG", "INLINE_RUN_MAX_US", inline)
+                        run, ping = s.load.run([s.cmds[("trivial", kind)], PING], clients=1,
+                                               requests=opts.requests, warmup=200)
+                        if inline is not None:
+                            s.client.call("AI.CONFIG", "INLINE_RUN_MAX_US", default_inline)
+                        rnd["trivial_1"][kind][shown] = {"run": run, "ping": ping}
+                        s.check("trivial", kind)
+                        print(f"round {r + 1} trivial {kind:5} 1 client {shown:17} p50 "
+                              f"{run['p50_us']:7.1f} us (PING {ping['p50_us']:5.1f} us)",
+                              flush=True)
+            rounds.append(rnd)
+    finally:
+        for s in servers.values():
+            s.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    summary: dict[str, Any] = {"cnn_32_ratio": {}, "cnn_32_rps": {}, "trivial_p50_us": {},
+                               "trivial_overhead_us": {}}
+    print(f"\n# medians over {opts.rounds} alternating rounds [min .. max]")
+    for kind in KINDS:
+        rps = {lab: [rd["cnn_32"][kind][lab]["rps"] for rd in rounds] for lab in SERVERS}
+        summary["cnn_32_rps"][kind] = {lab: med(v) for lab, v in rps.items()}
+        summary["cnn_32_ratio"][kind] = {}
+        for lab in ("isolated", "isolated-wait"):
+            ratios = [a / b for a, b in zip(rps[lab], rps["in-process"])]
+            summary["cnn_32_ratio"][kind][lab] = {"median": med(ratios), "min": min(ratios),
+                                                  "max": max(ratios)}
+            print(f"CNN {kind:5} 32 clients  {lab:13}/in-process {med(ratios):.3f} "
+                  f"[{min(ratios):.3f} .. {max(ratios):.3f}]  ({med(rps[lab]):.0f}/s vs "
+                  f"{med(rps['in-process']):.0f}/s)")
+    for kind in KINDS:
+        p50 = {lab: [rd["trivial_1"][kind][lab]["run"]["p50_us"] for rd in rounds]
+               for lab in (*SERVERS, "in-process-queued")}
+        summary["trivial_p50_us"][kind] = {lab: med(v) for lab, v in p50.items()}
+        summary["trivial_overhead_us"][kind] = {}
+        for base_lab in ("in-process", "in-process-queued"):
+            for lab in ("isolated", "isolated-wait"):
+                over = [a - b for a, b in zip(p50[lab], p50[base_lab])]
+                summary["trivial_overhead_us"][kind][f"{lab} - {base_lab}"] = {
+                    "median": med(over), "min": min(over), "max": max(over)}
+                print(f"trivial {kind:5} 1 client p50 {lab:13} - {base_lab:17} "
+                      f"{med(over):6.1f} us [{min(over):.1f} .. {max(over):.1f}]  "
+                      f"({base_lab} p50 {med(p50[base_lab]):.1f} us)")
+    doc = {"timestamp": stamp, "install": str(install), "cores": os.cpu_count(),
+           "rounds": rounds, "summary": summary, "loadavg": [loadavg_start, os.getloadavg()],
+           "settings": {"THREADS_PER_QUEUE": 1, "seconds": opts.seconds,
+                        "requests": opts.requests, "clients_cnn": 32}}
+    out = pathlib.Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"isolation-async-{stamp}.json"
+    path.write_text(json.dumps(doc, indent=1))
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
