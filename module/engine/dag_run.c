@@ -82,8 +82,13 @@ static void recordRun(const RAI_Dag *dag, RAI_DagOp *op) {
 }
 
 void Dag_RunOp(RAI_Dag *dag, RAI_DagOp *op, int worker_index) {
-    RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * (op->ninputs ? op->ninputs : 1));
-    RAI_Tensor **outs = RedisModule_Calloc(op->noutputs ? op->noutputs : 1, sizeof(RAI_Tensor *));
+    /* Most ops have a few inputs and outputs: no allocation for them. */
+    RAI_Tensor *small_ins[8], *small_outs[8] = {0};
+    RAI_Tensor **ins = op->ninputs <= 8 ? small_ins
+                                        : RedisModule_Alloc(sizeof(RAI_Tensor *) * op->ninputs);
+    RAI_Tensor **outs = op->noutputs <= 8
+                            ? small_outs
+                            : RedisModule_Calloc(op->noutputs, sizeof(RAI_Tensor *));
     for (size_t i = 0; i < op->ninputs; i++) ins[i] = dag->slots[op->inputs[i]];
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = worker_index};
     Dag_RunInfoKey(op, &info);
@@ -116,8 +121,8 @@ void Dag_RunOp(RAI_Dag *dag, RAI_DagOp *op, int worker_index) {
         for (size_t i = 0; i < op->noutputs; i++) dag->slots[op->outputs[i]] = outs[i];
         op->state = DAG_OP_DONE;
     }
-    RedisModule_Free(ins);
-    RedisModule_Free(outs);
+    if (ins != small_ins) RedisModule_Free(ins);
+    if (outs != small_outs) RedisModule_Free(outs);
 }
 
 /* The DAG is done (or failed, or timed out): its client gets the reply on
