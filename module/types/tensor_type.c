@@ -199,11 +199,14 @@ static RedisModuleString *sharedDim(int64_t d) {
 
 /* Replicates `AI.TENSORSET key DTYPE d1 .. dn BLOB data`, the same command
  * Tensor_SetArgs spells for the AOF: keyname itself (the client's string,
- * which RM_Replicate only references) and the shared strings above; only a
- * dtype or a dimension outside them is made and freed here. */
+ * which RM_Replicate only references), the shared strings above and one
+ * string of the data (as format "b" would make); only a dtype or a
+ * dimension outside the shared ones is made and freed here. */
 static void replicateSet(RedisModuleCtx *ctx, RedisModuleString *keyname, const RAI_Tensor *t) {
+    static RedisModuleString *blob_word = NULL;
+    if (blob_word == NULL) blob_word = RedisModule_CreateString(NULL, "BLOB", 4);
     RedisModuleString *small[16];
-    int n = 2 + t->ndims;
+    int n = 4 + t->ndims;
     RedisModuleString **args =
         n <= (int)(sizeof(small) / sizeof(small[0])) ? small : RedisModule_Alloc(sizeof(*args) * n);
     args[0] = keyname;
@@ -223,13 +226,11 @@ static void replicateSet(RedisModuleCtx *ctx, RedisModuleString *keyname, const 
         args[2 + i] = isSharedDim(t->dims[i]) ? sharedDim(t->dims[i])
                                               : RedisModule_CreateStringFromLongLong(ctx, t->dims[i]);
     }
-    if (t->held) {
-        /* Redis takes a reference to the string: no copy of the data. */
-        RedisModule_Replicate(ctx, "AI.TENSORSET", "vcs", args, (size_t)n, "BLOB", t->held);
-    } else {
-        RedisModule_Replicate(ctx, "AI.TENSORSET", "vcb", args, (size_t)n, "BLOB", t->data,
-                              t->nbytes);
-    }
+    args[n - 2] = blob_word;
+    /* A held string is only referenced: no copy of the data. */
+    args[n - 1] = t->held ? t->held : RedisModule_CreateString(ctx, t->data, t->nbytes);
+    RedisModule_Replicate(ctx, "AI.TENSORSET", "v", args, (size_t)n);
+    if (!t->held) RedisModule_FreeString(ctx, args[n - 1]);
     if (dtype == NULL) RedisModule_FreeString(ctx, args[1]);
     for (int i = 0; i < t->ndims; i++) {
         if (!isSharedDim(t->dims[i])) RedisModule_FreeString(ctx, args[2 + i]);
@@ -252,7 +253,20 @@ RedisModuleKey *Tensor_OpenForStore(RedisModuleCtx *ctx, RedisModuleString *keyn
 void Tensor_StoreOpened(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname,
                         RAI_Tensor *t) {
     t = Tensor_ForKeyspace(t);
-    RedisModule_ModuleTypeSetValue(key, RAI_TensorType, t);
+    /* A tensor already there with no TTL: its value is swapped in place.
+     * RM_ModuleTypeSetValue would delete the key's entry and add it again
+     * (a dictionary delete and insert, the key's name copied) for the same
+     * result. A key with a TTL is set anew, which drops the TTL as
+     * before. Closing the key signals it modified (WATCH) either way. */
+    void *old = NULL;
+    if (RedisModule_ModuleTypeReplaceValue != NULL &&
+        RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_MODULE &&
+        RedisModule_GetExpire(key) == REDISMODULE_NO_EXPIRE &&
+        RedisModule_ModuleTypeReplaceValue(key, RAI_TensorType, t, &old) == REDISMODULE_OK) {
+        Tensor_Release(old);
+    } else {
+        RedisModule_ModuleTypeSetValue(key, RAI_TensorType, t);
+    }
     RedisModule_CloseKey(key);
     replicateSet(ctx, keyname, t);
 }
