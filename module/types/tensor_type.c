@@ -229,7 +229,29 @@ static void replicateSet(RedisModuleCtx *ctx, RedisModuleString *keyname, const 
     args[n - 2] = blob_word;
     /* A held string is only referenced: no copy of the data. */
     args[n - 1] = t->held ? t->held : RedisModule_CreateString(ctx, t->data, t->nbytes);
-    RedisModule_Replicate(ctx, "AI.TENSORSET", "v", args, (size_t)n);
+    /* Format "v" makes Redis grow its argv (a realloc) for every call; a
+     * fixed format of n strings does not: spelled out for the usual ranks. */
+    switch (n) {
+    case 5:
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "sssss", args[0], args[1], args[2], args[3],
+                              args[4]);
+        break;
+    case 6:
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "ssssss", args[0], args[1], args[2], args[3],
+                              args[4], args[5]);
+        break;
+    case 7:
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "sssssss", args[0], args[1], args[2], args[3],
+                              args[4], args[5], args[6]);
+        break;
+    case 8:
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "ssssssss", args[0], args[1], args[2],
+                              args[3], args[4], args[5], args[6], args[7]);
+        break;
+    default:
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "v", args, (size_t)n);
+        break;
+    }
     if (!t->held) RedisModule_FreeString(ctx, args[n - 1]);
     if (dtype == NULL) RedisModule_FreeString(ctx, args[1]);
     for (int i = 0; i < t->ndims; i++) {
