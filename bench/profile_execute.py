@@ -310,6 +310,9 @@ def markdown(before: list[dict], after: list[dict]) -> str:
         f"{by[k, w]['samples'] * 1e6 / RATE / by[k, w]['requests']:.1f}" for k in kinds
         for w in ("b", "a"))
     lines.append(f"| all | CPU us per request | {total} |")
+    for who in ("module", "redis", "framework", "idle"):
+        cells = " | ".join(f"{owner_us(by[k, w], who):.1f}" for k in kinds for w in ("b", "a"))
+        lines.append(f"| owner | {who} | {cells} |")
     rps = " | ".join(f"{by[k, w]['rps']:,.0f}" for k in kinds for w in ("b", "a"))
     lines.append(f"| | req/s during the profile | {rps} |")
     return "\n".join(lines)

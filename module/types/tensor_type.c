@@ -286,6 +286,10 @@ void Tensor_StoreOpened(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleStr
         RedisModule_GetExpire(key) == REDISMODULE_NO_EXPIRE &&
         RedisModule_ModuleTypeReplaceValue(key, RAI_TensorType, t, &old) == REDISMODULE_OK) {
         Tensor_Release(old);
+        /* The re-add fired Redis 7's "new" key event on every overwrite:
+         * so does this (a no-op unless notify-keyspace-events has "n",
+         * and on servers without the event). */
+        RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_NEW, "new", keyname);
     } else {
         RedisModule_ModuleTypeSetValue(key, RAI_TensorType, t);
     }
