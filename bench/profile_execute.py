@@ -20,6 +20,21 @@ Each sample is charged to one step of the execute path by the frames on its stac
 Figures are CPU microseconds per request (samples / rate / requests) and the share of
 all samples. Kernel time of a step (syscalls, futexes, TCP) stays with that step.
 
+Beside the steps, every sample is also charged to one owner by the libraries (DSOs) of its
+frames, walked from the leaf outwards; the C library, libstdc++, the kernel and frames perf
+could not name decide nothing, the first frame in one of these does:
+
+  framework  a backend .so (install/backends/redisai_*) or a framework library
+             (libonnxruntime, libtorch*, libc10, libtensorflow*, libgomp, MKL, ...)
+  module     redisai.so: the module's own CPU (issue 22, item 4), main thread and workers
+             together; but a worker asleep in its queue's condition variable (workerMain's
+             pthread_cond_wait) is "idle", not the module's
+  redis      no frame of either: Redis's own socket I/O, RESP parsing, event loop, and what
+             it does around a module's callbacks (on a framework's pool threads, a stack
+             of C-library frames only is the framework's)
+The module's CPU is also split by the innermost redisai.so function of each sample
+("module_top" in the JSON), to see where it goes.
+
     python bench/profile_execute.py [--kinds ONNX,TORCH,TF] [--clients 32] [--seconds 4]
                                     [--module-args "INTRA_OP_PARALLELISM 1"]
 """
@@ -98,7 +113,7 @@ def _steps_main(frames: list[str]) -> str:
 
 
 def _samples(script: str) -> Iterable[tuple[int, list[str]]]:
-    """(tid, frames leaf first) from `perf script` text."""
+    """(tid, frames leaf first) from `perf script` text; each frame is "sym+off (dso)"."""
     tid, frames = None, []
     for line in script.splitlines():
         if not line.strip():
@@ -119,6 +134,64 @@ def _samples(script: str) -> Iterable[tuple[int, list[str]]]:
             frames.append(bits[1] if len(bits) > 1 else bits[0])
     if tid is not None:
         yield tid, frames
+
+
+FRAMEWORK_LIBS = ("libonnxruntime", "libtorch", "libc10", "libtensorflow", "libgomp", "libiomp",
+                  "libmkl", "libdnnl", "libtbb", "libopenblas", "libprotobuf", "libshm")
+MODULE_DSO = "redisai.so"
+
+
+def _dso(frame: str) -> str:
+    """The DSO's base name of a frame "sym+0x12 (/path/lib.so)"."""
+    if not frame.endswith(")") or " (" not in frame:
+        return ""
+    return frame[frame.rindex(" (") + 2:-1].rsplit("/", 1)[-1]
+
+
+def _sym(frame: str) -> str:
+    name = frame[:frame.rindex(" (")] if frame.endswith(")") and " (" in frame else frame
+    return name.split("+0x", 1)[0]
+
+
+def _is_framework(frame: str, dso: str) -> bool:
+    return ("/backends/redisai_" in frame or dso.startswith("redisai_")
+            or dso.startswith(FRAMEWORK_LIBS))
+
+
+def owner(frames: list[str], role: str) -> tuple[str, str]:
+    """(owner, innermost redisai.so function) of one sample; role: main, worker, pool."""
+    waited = False
+    for f in frames:  # leaf first
+        dso = _dso(f)
+        if dso == MODULE_DSO:
+            sym = _sym(f)
+            if waited and sym == "workerMain":
+                return "idle", sym
+            return "module", sym
+        if _is_framework(f, dso):
+            return "framework", ""
+        if "pthread_cond_wait" in f or "pthread_cond_timedwait" in f:
+            waited = True
+    return ("framework" if role == "pool" else "redis"), ""
+
+
+def owners(script: str, main_tid: int) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Samples by owner and thread role, and the module's samples by innermost function."""
+    by_tid: dict[int, list[list[str]]] = collections.defaultdict(list)
+    for tid, frames in _samples(script):
+        by_tid[tid].append(frames)
+    worker_tids = {t for t, ss in by_tid.items()
+                   if t != main_tid and any("workerMain" in " ".join(f) for f in ss)}
+    out: dict[str, dict[str, int]] = collections.defaultdict(collections.Counter)
+    top: dict[str, int] = collections.Counter()
+    for tid, stacks in by_tid.items():
+        role = "main" if tid == main_tid else "worker" if tid in worker_tids else "pool"
+        for frames in stacks:
+            who, sym = owner(frames, role)
+            out[who][role] += 1
+            if who == "module":
+                top[f"{role}:{sym}"] += 1
+    return out, top
 
 
 def classify(script: str, main_tid: int) -> tuple[dict[str, dict[str, int]], int]:
@@ -174,13 +247,16 @@ def profile(kind: str, install: pathlib.Path, manifest: dict, load_exe: pathlib.
         perf.wait(timeout=120)
         # --no-inline: addr2line over libtorch's debug info takes minutes
         script = subprocess.run(["perf", "script", "--no-inline", "-i", str(data),
-                                 "-F", "comm,tid,ip,sym"],
+                                 "-F", "comm,tid,ip,sym,dso"],
                                 capture_output=True, text=True, timeout=600).stdout
         data.unlink(missing_ok=True)
         if os.environ.get("PROFILE_KEEP"):
             pathlib.Path(os.environ["PROFILE_KEEP"], f"perf-{kind}.txt").write_text(script)
         steps, total = classify(script, srv.proc.pid)
-        return {"kind": kind, "model": model, "main_tid": srv.proc.pid, "clients": clients, "rps": res["rps"], "p50_us": res["p50_us"],
+        own, top = owners(script, srv.proc.pid)
+        return {"owners": {k: dict(v) for k, v in own.items()},
+                "module_top": dict(top.most_common(40)),
+                "kind": kind, "model": model, "main_tid": srv.proc.pid, "clients": clients, "rps": res["rps"], "p50_us": res["p50_us"],
                 "requests": res["count"], "seconds": seconds, "samples": total,
                 "module_args": module_args, "steps": {k: dict(v) for k, v in steps.items()}}
     finally:
@@ -196,6 +272,20 @@ def report(p: dict) -> None:
     for role in ("main", "worker", "pool/other"):
         for step, n in sorted(p["steps"].get(role, {}).items(), key=lambda kv: -kv[1]):
             print(f"  {role:<11} {step:<12} {n / p['samples']:6.1%} {n * per_req:10.1f}")
+    own = p.get("owners", {})
+    print(f"  {'owner':<11} {'main':>6} {'worker':>6} {'pool':>6} {'all':>6}   CPU us/req")
+    for who in ("module", "redis", "framework", "idle"):
+        by = own.get(who, {})
+        print(f"  {who:<11} " + " ".join(f"{by.get(r, 0) * per_req:6.1f}"
+                                         for r in ("main", "worker", "pool"))
+              + f" {sum(by.values()) * per_req:6.1f}")
+    for name, n in list(p.get("module_top", {}).items())[:15]:
+        print(f"    module {name:<40} {n * per_req:6.2f}")
+
+
+def owner_us(p: dict, who: str) -> float:
+    """CPU us per request of one owner (module, redis, framework, idle)."""
+    return sum(p.get("owners", {}).get(who, {}).values()) * 1e6 / RATE / p["requests"]
 
 
 def markdown(before: list[dict], after: list[dict]) -> str:
@@ -220,6 +310,9 @@ def markdown(before: list[dict], after: list[dict]) -> str:
         f"{by[k, w]['samples'] * 1e6 / RATE / by[k, w]['requests']:.1f}" for k in kinds
         for w in ("b", "a"))
     lines.append(f"| all | CPU us per request | {total} |")
+    for who in ("module", "redis", "framework", "idle"):
+        cells = " | ".join(f"{owner_us(by[k, w], who):.1f}" for k in kinds for w in ("b", "a"))
+        lines.append(f"| owner | {who} | {cells} |")
     rps = " | ".join(f"{by[k, w]['rps']:,.0f}" for k in kinds for w in ("b", "a"))
     lines.append(f"| | req/s during the profile | {rps} |")
     return "\n".join(lines)

@@ -15,17 +15,38 @@
 #include "types/tensor_type.h"
 
 RAI_Dag *Dag_New(void) {
-    return RedisModule_Calloc(1, sizeof(RAI_Dag));
+    RAI_Dag *dag = RedisModule_Calloc(1, sizeof(RAI_Dag));
+    dag->ops = dag->op_room;
+    dag->slots = dag->slot_room;
+    dag->persist = dag->persist_room;
+    return dag;
+}
+
+/* Room for n + 1 elements of an array that holds n and starts in the DAG's
+ * own room (room_n elements): the room while it fits, then the heap. */
+static void *grow(void *arr, void *room, size_t room_n, size_t n, size_t elem) {
+    if (n + 1 <= room_n) return arr;
+    if (arr != room) return RedisModule_Realloc(arr, elem * (n + 1));
+    void *heap = RedisModule_Alloc(elem * (n + 1));
+    memcpy(heap, room, elem * n);
+    return heap;
+}
+
+#define ROOM_N(a) (sizeof(a) / sizeof((a)[0]))
+
+static void freeArray(void *arr, void *room) {
+    if (arr != room) RedisModule_Free(arr);
 }
 
 size_t Dag_AddSlot(RAI_Dag *dag, RAI_Tensor *t) {
-    dag->slots = RedisModule_Realloc(dag->slots, sizeof(RAI_Tensor *) * (dag->nslots + 1));
+    dag->slots = grow(dag->slots, dag->slot_room, ROOM_N(dag->slot_room), dag->nslots,
+                      sizeof(RAI_Tensor *));
     dag->slots[dag->nslots] = t;
     return dag->nslots++;
 }
 
 RAI_DagOp *Dag_AddOp(RAI_Dag *dag, RAI_DagOpKind kind) {
-    dag->ops = RedisModule_Realloc(dag->ops, sizeof(RAI_DagOp) * (dag->nops + 1));
+    dag->ops = grow(dag->ops, dag->op_room, ROOM_N(dag->op_room), dag->nops, sizeof(RAI_DagOp));
     RAI_DagOp *op = &dag->ops[dag->nops++];
     memset(op, 0, sizeof(*op));
     op->kind = kind;
@@ -87,8 +108,8 @@ int Dag_BindKeys(RedisModuleCtx *ctx, RAI_Dag *dag, RAI_DagOp *op, RedisModuleSt
 }
 
 void Dag_AddPersist(RAI_Dag *dag, RedisModuleString *key, size_t slot) {
-    dag->persist =
-        RedisModule_Realloc(dag->persist, sizeof(RAI_DagPersist) * (dag->npersist + 1));
+    dag->persist = grow(dag->persist, dag->persist_room, ROOM_N(dag->persist_room),
+                        dag->npersist, sizeof(RAI_DagPersist));
     RedisModule_RetainString(NULL, key);
     dag->persist[dag->npersist++] = (RAI_DagPersist){.key = key, .slot = slot};
 }
@@ -112,9 +133,9 @@ void Dag_Free(RAI_Dag *dag) {
     }
     for (size_t i = 0; i < dag->npersist; i++) RedisModule_FreeString(NULL, dag->persist[i].key);
     Caller_Clear(&dag->caller);
-    RedisModule_Free(dag->slots);
-    RedisModule_Free(dag->ops);
-    RedisModule_Free(dag->persist);
+    freeArray(dag->slots, dag->slot_room);
+    freeArray(dag->ops, dag->op_room);
+    freeArray(dag->persist, dag->persist_room);
     RedisModule_Free(dag);
 }
 

@@ -88,6 +88,13 @@ typedef struct RAI_Dag {
      * the worker thread that finishes the DAG, instead of unblocking one. */
     void (*on_finish)(struct RAI_Dag *dag);
     void *on_finish_data;
+    /* Room for a small DAG's arrays (AI.MODELEXECUTE's one op, its input
+     * and output slots, its output key): ops, slots and persist start here
+     * and move to the heap only when they outgrow it, so a request does not
+     * pay an allocation and a free for each (docs/performance.md). */
+    RAI_DagOp op_room[1];
+    RAI_Tensor *slot_room[4];
+    RAI_DagPersist persist_room[2];
 } RAI_Dag;
 
 RAI_Dag *Dag_New(void);

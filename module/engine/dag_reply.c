@@ -33,12 +33,43 @@ static int persistTargetOk(RedisModuleCtx *ctx, RedisModuleString *keyname) {
     return ok;
 }
 
+/* Copies the backend's output into Redis's allocator once, and lets the
+ * backend's memory go now. */
+static RAI_Tensor *forKeyspace(RAI_Dag *dag, size_t slot) {
+    RAI_Tensor *t = dag->slots[slot];
+    dag->slots[slot] = Tensor_ForKeyspace(t);
+    Tensor_Release(t);
+    return dag->slots[slot];
+}
+
+/* persistAll for one key (AI.MODELEXECUTE with one output, the common
+ * case): the same checks in the same order, the key opened once instead of
+ * once to check and once to store. */
+static int persistOne(RedisModuleCtx *ctx, RAI_Dag *dag, RAI_Error *err) {
+    size_t slot = dag->persist[0].slot;
+    RAI_Tensor *t = dag->slots[slot];
+    RedisModuleKey *key = NULL;
+    if (t != NULL) {
+        key = Tensor_OpenForStore(ctx, dag->persist[0].key, err);
+        if (key == NULL) return REDISMODULE_ERR;
+    }
+    if (Memory_WouldExceed(t ? Tensor_ForeignBytes(t) : 0)) {
+        if (key) RedisModule_CloseKey(key);
+        Error_Set(err, RAI_OOM_MSG);
+        return REDISMODULE_ERR;
+    }
+    if (t == NULL) return REDISMODULE_OK;
+    Tensor_StoreOpened(ctx, key, dag->persist[0].key, forKeyspace(dag, slot));
+    return REDISMODULE_OK;
+}
+
 /* Stores every PERSIST target, or none: every key is checked first, and so
  * is the room maxmemory leaves for the outputs' copies into Redis's
  * allocator. Redis refused the command before it ran if memory was over
  * the limit then; this refuses what would pass it now (noeviction), so
  * clients running in parallel cannot push far past the limit. */
 static int persistAll(RedisModuleCtx *ctx, RAI_Dag *dag, RAI_Error *err) {
+    if (dag->npersist == 1) return persistOne(ctx, dag, err);
     size_t more = 0;
     for (size_t i = 0; i < dag->npersist; i++) {
         RAI_Tensor *t = dag->slots[dag->persist[i].slot];
@@ -55,12 +86,9 @@ static int persistAll(RedisModuleCtx *ctx, RAI_Dag *dag, RAI_Error *err) {
     }
     for (size_t i = 0; i < dag->npersist; i++) {
         size_t slot = dag->persist[i].slot;
-        RAI_Tensor *t = dag->slots[slot];
-        if (t == NULL) continue;
-        /* Copy once per slot, and let the backend's memory go now. */
-        dag->slots[slot] = Tensor_ForKeyspace(t);
-        Tensor_Release(t);
-        if (Tensor_StoreAndReplicate(ctx, dag->persist[i].key, dag->slots[slot], err) !=
+        if (dag->slots[slot] == NULL) continue;
+        /* Copy once per slot (several keys may take the same output). */
+        if (Tensor_StoreAndReplicate(ctx, dag->persist[i].key, forKeyspace(dag, slot), err) !=
             REDISMODULE_OK) {
             return REDISMODULE_ERR; /* not reached: the keys were checked above */
         }

@@ -83,7 +83,7 @@ static void recordRun(const RAI_Dag *dag, RAI_DagOp *op) {
 }
 
 /* After the backend answered (rc, outs): the op's outputs in the DAG's
- * slots, or the op failed. Frees outs (the array). */
+ * slots, or the op failed. The caller owns the array outs. */
 static void opAnswered(RAI_Dag *dag, RAI_DagOp *op, long long start, int rc, RAI_Tensor **outs) {
     op->duration_us = Clock_NowUs() - start;
     Dag_MeasureEnd(dag);
@@ -107,12 +107,16 @@ static void opAnswered(RAI_Dag *dag, RAI_DagOp *op, long long start, int rc, RAI
         for (size_t i = 0; i < op->noutputs; i++) dag->slots[op->outputs[i]] = outs[i];
         op->state = DAG_OP_DONE;
     }
-    RedisModule_Free(outs);
 }
 
 void Dag_RunOp(RAI_Dag *dag, RAI_DagOp *op, int worker_index) {
-    RAI_Tensor **ins = RedisModule_Alloc(sizeof(RAI_Tensor *) * (op->ninputs ? op->ninputs : 1));
-    RAI_Tensor **outs = RedisModule_Calloc(op->noutputs ? op->noutputs : 1, sizeof(RAI_Tensor *));
+    /* Most ops have a few inputs and outputs: no allocation for them. */
+    RAI_Tensor *small_ins[8], *small_outs[8] = {0};
+    RAI_Tensor **ins = op->ninputs <= 8 ? small_ins
+                                        : RedisModule_Alloc(sizeof(RAI_Tensor *) * op->ninputs);
+    RAI_Tensor **outs = op->noutputs <= 8
+                            ? small_outs
+                            : RedisModule_Calloc(op->noutputs, sizeof(RAI_Tensor *));
     for (size_t i = 0; i < op->ninputs; i++) ins[i] = dag->slots[op->inputs[i]];
     RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = worker_index};
     Dag_RunInfoKey(op, &info);
@@ -124,7 +128,8 @@ void Dag_RunOp(RAI_Dag *dag, RAI_DagOp *op, int worker_index) {
     int rc = callBackend(op, &info, ins, outs);
     Caller_SetCurrent(prev);
     opAnswered(dag, op, start, rc, outs);
-    RedisModule_Free(ins);
+    if (ins != small_ins) RedisModule_Free(ins);
+    if (outs != small_outs) RedisModule_Free(outs);
 }
 
 /* A model run handed off (core/async_run.h): what its answer needs. */
@@ -149,6 +154,7 @@ static void opInFlightDone(void *ctx, int rc, RAI_Tensor **outputs) {
     RAI_Tensor **outs = RedisModule_Calloc(op->noutputs ? op->noutputs : 1, sizeof(RAI_Tensor *));
     for (size_t i = 0; rc == 0 && i < op->noutputs; i++) outs[i] = outputs[i];
     opAnswered(f->dag, op, f->start, rc, outs);
+    RedisModule_Free(outs);
     RAI_Dag *dag = f->dag;
     RAI_RunQueue *q = f->q;
     RedisModule_Free(f);

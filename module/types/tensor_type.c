@@ -157,28 +157,151 @@ void Tensor_FreeSetArgs(RedisModuleCtx *ctx, RedisModuleString **args, int argc)
     RedisModule_Free(args);
 }
 
-int Tensor_StoreAndReplicate(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Tensor *t,
-                             RAI_Error *err) {
+/* The strings every replicated output repeats (its dtype's name, small
+ * dimensions), made once and shared: RM_Replicate's "v" takes a reference
+ * to each, where building them cost an allocation and a free per string
+ * per output (docs/performance.md, "The module's own CPU"). Replication
+ * runs on the main thread or under the GIL: no lock. */
+#define SHARED_DIMS 1024
+static RedisModuleString *shared_dims[SHARED_DIMS];
+static struct {
+    RAI_DType dt;
+    RedisModuleString *name;
+} shared_dtypes[16];
+static size_t nshared_dtypes = 0;
+
+static RedisModuleString *sharedDType(RAI_DType dt) {
+    for (size_t i = 0; i < nshared_dtypes; i++) {
+        if (shared_dtypes[i].dt.code == dt.code && shared_dtypes[i].dt.bits == dt.bits) {
+            return shared_dtypes[i].name;
+        }
+    }
+    const char *name = DType_Name(dt);
+    /* Unnamed dtypes (rare) are not kept: the caller makes their name. */
+    if (name == NULL || nshared_dtypes == sizeof(shared_dtypes) / sizeof(shared_dtypes[0])) {
+        return NULL;
+    }
+    RedisModuleString *s = RedisModule_CreateString(NULL, name, strlen(name));
+    shared_dtypes[nshared_dtypes].dt = dt;
+    shared_dtypes[nshared_dtypes].name = s;
+    nshared_dtypes++;
+    return s;
+}
+
+static int isSharedDim(int64_t d) {
+    return d >= 0 && d < SHARED_DIMS;
+}
+
+static RedisModuleString *sharedDim(int64_t d) {
+    if (shared_dims[d] == NULL) shared_dims[d] = RedisModule_CreateStringFromLongLong(NULL, d);
+    return shared_dims[d];
+}
+
+/* Replicates `AI.TENSORSET key DTYPE d1 .. dn BLOB data`, the same command
+ * Tensor_SetArgs spells for the AOF: keyname itself (the client's string,
+ * which RM_Replicate only references), the shared strings above and one
+ * string of the data (as format "b" would make); only a dtype or a
+ * dimension outside the shared ones is made and freed here. */
+static void replicateSet(RedisModuleCtx *ctx, RedisModuleString *keyname, const RAI_Tensor *t) {
+    static RedisModuleString *blob_word = NULL;
+    if (blob_word == NULL) blob_word = RedisModule_CreateString(NULL, "BLOB", 4);
+    RedisModuleString *small[16];
+    int n = 4 + t->ndims;
+    RedisModuleString **args =
+        n <= (int)(sizeof(small) / sizeof(small[0])) ? small : RedisModule_Alloc(sizeof(*args) * n);
+    args[0] = keyname;
+    RedisModuleString *dtype = sharedDType(t->dtype);
+    if (dtype == NULL) {
+        char internal[DTYPE_INTERNAL_NAME_MAX];
+        const char *name = DType_Name(t->dtype);
+        if (name == NULL) {
+            DType_InternalName(t->dtype, internal);
+            name = internal;
+        }
+        args[1] = RedisModule_CreateString(ctx, name, strlen(name));
+    } else {
+        args[1] = dtype;
+    }
+    for (int i = 0; i < t->ndims; i++) {
+        args[2 + i] = isSharedDim(t->dims[i]) ? sharedDim(t->dims[i])
+                                              : RedisModule_CreateStringFromLongLong(ctx, t->dims[i]);
+    }
+    args[n - 2] = blob_word;
+    /* A held string is only referenced: no copy of the data. */
+    args[n - 1] = t->held ? t->held : RedisModule_CreateString(ctx, t->data, t->nbytes);
+    /* Format "v" makes Redis grow its argv (a realloc) for every call; a
+     * fixed format of n strings does not: spelled out for the usual ranks. */
+    switch (n) {
+    case 5:
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "sssss", args[0], args[1], args[2], args[3],
+                              args[4]);
+        break;
+    case 6:
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "ssssss", args[0], args[1], args[2], args[3],
+                              args[4], args[5]);
+        break;
+    case 7:
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "sssssss", args[0], args[1], args[2], args[3],
+                              args[4], args[5], args[6]);
+        break;
+    case 8:
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "ssssssss", args[0], args[1], args[2],
+                              args[3], args[4], args[5], args[6], args[7]);
+        break;
+    default:
+        RedisModule_Replicate(ctx, "AI.TENSORSET", "v", args, (size_t)n);
+        break;
+    }
+    if (!t->held) RedisModule_FreeString(ctx, args[n - 1]);
+    if (dtype == NULL) RedisModule_FreeString(ctx, args[1]);
+    for (int i = 0; i < t->ndims; i++) {
+        if (!isSharedDim(t->dims[i])) RedisModule_FreeString(ctx, args[2 + i]);
+    }
+    if (args != small) RedisModule_Free(args);
+}
+
+RedisModuleKey *Tensor_OpenForStore(RedisModuleCtx *ctx, RedisModuleString *keyname,
+                                    RAI_Error *err) {
     RedisModuleKey *key = RedisModule_OpenKey(ctx, keyname, REDISMODULE_READ | REDISMODULE_WRITE);
     int type = RedisModule_KeyType(key);
     if (type != REDISMODULE_KEYTYPE_EMPTY && RedisModule_ModuleTypeGetType(key) != RAI_TensorType) {
         RedisModule_CloseKey(key);
         Error_Set(err, RAI_WRONGTYPE_MSG);
-        return REDISMODULE_ERR;
+        return NULL;
     }
+    return key;
+}
+
+void Tensor_StoreOpened(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname,
+                        RAI_Tensor *t) {
     t = Tensor_ForKeyspace(t);
-    RedisModule_ModuleTypeSetValue(key, RAI_TensorType, t);
-    RedisModule_CloseKey(key);
-    int argc;
-    RedisModuleString **args = Tensor_SetArgs(ctx, keyname, t, &argc);
-    if (t->held) {
-        /* Redis takes a reference to the string: no copy of the data. */
-        RedisModule_Replicate(ctx, "AI.TENSORSET", "vcs", args, (size_t)argc, "BLOB", t->held);
+    /* A tensor already there with no TTL: its value is swapped in place.
+     * RM_ModuleTypeSetValue would delete the key's entry and add it again
+     * (a dictionary delete and insert, the key's name copied) for the same
+     * result. A key with a TTL is set anew, which drops the TTL as
+     * before. Closing the key signals it modified (WATCH) either way. */
+    void *old = NULL;
+    if (RedisModule_ModuleTypeReplaceValue != NULL &&
+        RedisModule_KeyType(key) == REDISMODULE_KEYTYPE_MODULE &&
+        RedisModule_GetExpire(key) == REDISMODULE_NO_EXPIRE &&
+        RedisModule_ModuleTypeReplaceValue(key, RAI_TensorType, t, &old) == REDISMODULE_OK) {
+        Tensor_Release(old);
+        /* The re-add fired Redis 7's "new" key event on every overwrite:
+         * so does this (a no-op unless notify-keyspace-events has "n",
+         * and on servers without the event). */
+        RedisModule_NotifyKeyspaceEvent(ctx, REDISMODULE_NOTIFY_NEW, "new", keyname);
     } else {
-        RedisModule_Replicate(ctx, "AI.TENSORSET", "vcb", args, (size_t)argc, "BLOB", t->data,
-                              t->nbytes);
+        RedisModule_ModuleTypeSetValue(key, RAI_TensorType, t);
     }
-    Tensor_FreeSetArgs(ctx, args, argc);
+    RedisModule_CloseKey(key);
+    replicateSet(ctx, keyname, t);
+}
+
+int Tensor_StoreAndReplicate(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Tensor *t,
+                             RAI_Error *err) {
+    RedisModuleKey *key = Tensor_OpenForStore(ctx, keyname, err);
+    if (key == NULL) return REDISMODULE_ERR;
+    Tensor_StoreOpened(ctx, key, keyname, t);
     return REDISMODULE_OK;
 }
 

@@ -22,6 +22,14 @@ RAI_Tensor *Tensor_FromKey(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_
  * REDISMODULE_ERR after err (WRONGTYPE). */
 int Tensor_StoreAndReplicate(RedisModuleCtx *ctx, RedisModuleString *keyname, RAI_Tensor *t,
                              RAI_Error *err);
+/* Tensor_StoreAndReplicate in two steps, for a caller that must check more
+ * between the key's type and the store (dag_reply.c) without opening the
+ * key twice: keyname opened for writing, or NULL after err (WRONGTYPE);
+ * then the store and its replication, which close the key. Main thread. */
+RedisModuleKey *Tensor_OpenForStore(RedisModuleCtx *ctx, RedisModuleString *keyname,
+                                    RAI_Error *err);
+void Tensor_StoreOpened(RedisModuleCtx *ctx, RedisModuleKey *key, RedisModuleString *keyname,
+                        RAI_Tensor *t);
 /* Argument vector `key DTYPE d1 .. dn` for replication and AOF, to which
  * callers append "BLOB" and the data as a buffer (format "vcb"), so the
  * bytes are not copied into a string first. Unnamed dtypes are spelled
