@@ -19,7 +19,7 @@ import onnx_models as om
 import rdb_payloads as rp
 import tf_graphs
 import torch_models as tm
-from helpers import assert_error, assert_error_startswith, assert_ok
+from helpers import assert_error, assert_error_startswith, assert_ok, info_field
 from model_io import assert_same, get, put
 from persist_servers import backend_name
 from redis_server import Connect, RedisServer, StartServer, backend_args
@@ -296,4 +296,9 @@ def test_memory_usage_of_models_and_scripts(c):
     # after a round trip through the RDB the same sizes are reported
     before = {k: c.execute("MEMORY", "USAGE", k) for k in (*blobs, "s", "t_float")}
     assert_ok(c.execute("DEBUG", "RELOAD"))
-    assert {k: c.execute("MEMORY", "USAGE", k) for k in before} == before
+    after = {k: c.execute("MEMORY", "USAGE", k) for k in before}
+    # Redis 6.2 and Valkey 8.1 account a key 16 bytes differently now and then after a reload,
+    # a plain string key too (seen: SET k x; MEMORY USAGE 71, after DEBUG RELOAD 87); 7.0 never.
+    version = info_field(c.execute("INFO", "server"), "redis_version") or ""
+    slack = 0 if version.startswith("7.0.") else 16
+    assert all(abs(after[k] - before[k]) <= slack for k in before), (before, after)
