@@ -7,9 +7,9 @@
  * returned to Redis: the next BlockedTime_Hold (commands run one after the
  * other on the main thread, and a blocking AI command is never nested in
  * another: Dag_RefuseIfCannotBlock), so at most one client is held at a
- * time; and a module timer of 0 ms, which Redis runs from its event loop
- * after the pass's commands (never from inside a command): one timer per
- * pass that blocked a client. The wait is often nothing: a worker usually
+ * time; and the end of the pass (engine/pass_end.h: a module timer of
+ * 0 ms, which Redis runs from its event loop after the pass's commands,
+ * never from inside a command). The wait is often nothing: a worker usually
  * wakes later than the main thread needs to finish the command.
  *
  * The timer alone is not enough: a command Redis runs from beforeSleep (the
@@ -26,11 +26,12 @@
 
 #include <pthread.h>
 
+#include "engine/pass_end.h"
+
 static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t released_cond = PTHREAD_COND_INITIALIZER;
 /* Main thread only. */
 static RAI_BlockedTime *held = NULL;
-static int timer_pending = 0;
 /* Atomic: a worker asked for the one-shot release and it has not run. */
 static int wake_pending = 0;
 
@@ -51,12 +52,6 @@ static void releaseHeld(void) {
     held = NULL;
 }
 
-static void onPassEnd(RedisModuleCtx *ctx, void *data) {
-    REDISMODULE_NOT_USED(ctx);
-    REDISMODULE_NOT_USED(data);
-    timer_pending = 0;
-    releaseHeld();
-}
 
 /* Main thread, from the event loop: no command is running. */
 static void onWake(void *data) {
@@ -73,10 +68,7 @@ void BlockedTime_Hold(RedisModuleCtx *ctx, RAI_BlockedTime *t, RedisModuleBlocke
         return;
     }
     held = t;
-    if (!timer_pending) {
-        RedisModule_CreateTimer(ctx, 0, onPassEnd, NULL);
-        timer_pending = 1;
-    }
+    PassEnd_Call(ctx, releaseHeld);
 }
 
 /* Answered before its release: a DAG that ended without a run (its TIMEOUT
