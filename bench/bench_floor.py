@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -82,10 +82,13 @@ class Backend:
     """One backend's server, its stored models and the commands of each."""
 
     def __init__(self, kind: str, install: pathlib.Path, manifest: dict[str, Any],
-                 load_exe: pathlib.Path, floor_exe: pathlib.Path, work: pathlib.Path) -> None:
+                 load_exe: pathlib.Path, floor_exe: pathlib.Path, work: pathlib.Path,
+                 extra_args: Sequence[str] = ()) -> None:
+        """extra_args: more module arguments (bench_threads.py: INTRA_OP_PARALLELISM n)."""
         self.kind = kind
         self.so = backend_file(install, BACKEND_DIRS[kind])
-        self.srv = RedisServer(install / "redisai.so", [kind, str(self.so), "THREADS_PER_QUEUE", "1"])
+        self.srv = RedisServer(install / "redisai.so",
+                               [kind, str(self.so), "THREADS_PER_QUEUE", "1", *extra_args])
         self.client = base.Client(self.srv.port)
         self.load = floor_tools.Load(load_exe, self.srv.port, work)
         self.cmds: dict[str, bytes] = {}

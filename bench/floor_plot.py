@@ -2,13 +2,19 @@
 throughput against the client count, with the PING and in-process floors drawn in.
 
     python bench/floor_plot.py bench/results/<stamp>.json   # redraws <stamp>.png
+    python bench/floor_plot.py bench/results/<stamp>.json --with OTHER.json ...
+                                                # and <stamp>-all.png, a panel per other result
 """
 from __future__ import annotations
 
+import argparse
 import json
 import pathlib
 import sys
 from typing import Any
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import floor_sections  # noqa: E402
 
 import matplotlib
 
@@ -67,13 +73,19 @@ def draw(results: dict[str, Any], path: pathlib.Path) -> pathlib.Path:
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
-        sys.exit("usage: floor_plot.py RESULTS.json")
-    src = pathlib.Path(sys.argv[1])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("result", type=pathlib.Path, help="a bench_floor.py result JSON")
+    ap.add_argument("--with", dest="others", action="append", default=[], type=pathlib.Path,
+                    metavar="JSON", help="another benchmark's result (repeatable)")
+    opts = ap.parse_args()
+    src = opts.result
     doc = json.loads(src.read_text())
     if "runs" in doc:  # several install trees measured in one run: the last one
         doc = list(doc["runs"].values())[-1]
     print(draw(doc, src.with_suffix(".png")))
+    if opts.others:
+        others = [json.loads(p.read_text()) for p in opts.others]
+        print(floor_sections.draw(others, src.with_name(f"{src.stem}-all.png")))
     return 0
 
 

@@ -1,14 +1,20 @@
 """A Markdown table of a bench_floor.py result: every figure of issue 14 with its floor and the
-ratio, one column pair per install tree measured (before / after).
+ratio, one column pair per install tree measured (before / after); with --with, the tables of the
+other benchmarks' results after it (bench/floor_sections.py: thread settings, Torch run path,
+isolation, module CPU, instructions per request).
 
-    python bench/floor_table.py bench/results/<stamp>.json
+    python bench/floor_table.py bench/results/<stamp>.json [--with bench/results/OTHER.json ...]
 """
 from __future__ import annotations
 
+import argparse
 import json
 import pathlib
 import sys
 from typing import Any, Callable
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import floor_sections  # noqa: E402
 
 MB = 1024 * 1024
 
@@ -77,9 +83,15 @@ def table(doc: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
-        sys.exit("usage: floor_table.py RESULTS.json")
-    print(table(json.loads(pathlib.Path(sys.argv[1]).read_text())))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("result", type=pathlib.Path, help="a bench_floor.py result JSON")
+    ap.add_argument("--with", dest="others", action="append", default=[], type=pathlib.Path,
+                    metavar="JSON", help="another benchmark's result (repeatable)")
+    opts = ap.parse_args()
+    print(table(json.loads(opts.result.read_text())))
+    others = [json.loads(p.read_text()) for p in opts.others]
+    if others:
+        print(floor_sections.markdown(others))
     return 0
 
 

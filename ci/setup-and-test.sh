@@ -49,12 +49,13 @@ if [ "$#" -eq 0 ]; then
         tests/execution/test_timeouts.py tests/security/test_script_acl.py
 
     # Other servers (README.md, "What is supported"): models, scripts, DAGs and batching,
-    # blocking commands and timeouts, persistence (RDB, AOF, DUMP/RESTORE, RedisAI 1.2's
+    # blocking commands and timeouts, inline runs, persistence (RDB, AOF, DUMP/RESTORE, RedisAI 1.2's
     # encodings both ways), replication, SLOWLOG, the script ACL, INFO and AI.INFO, backend
     # loading, and tests/compat/ (what differs between servers).
     subset=(tests/models/test_models.py tests/scripts/test_scripts.py
             tests/execution/test_dag.py tests/execution/test_batching.py
             tests/execution/test_blocking_commands.py tests/execution/test_timeouts.py
+            tests/execution/test_inline_runs.py
             tests/persistence/test_persistence.py tests/persistence/test_dump_restore.py
             tests/persistence/test_rdb_legacy.py tests/persistence/test_rdb_both_ways.py
             tests/persistence/test_replication.py tests/execution/test_slowlog_round_trip.py

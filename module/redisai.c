@@ -24,7 +24,6 @@
 #include "core/server.h"
 #include "engine/batch.h"
 #include "engine/host_api.h"
-#include "engine/inline_run.h"
 #include "engine/noperm.h"
 #include "engine/run_queue.h"
 #include "isolation/core/iso_proxy.h"
@@ -132,7 +131,6 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     const RAI_HostApi *host = HostApi_Get();
     Backend_Init(host);
     Iso_Init(ctx, host);
-    InlineRun_Init(ctx);
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Shutdown, onShutdown);
     if (Config_ApplyLoadArgs(ctx, argv, argc) != REDISMODULE_OK) return REDISMODULE_ERR;
 

@@ -7,23 +7,40 @@
  * returned to Redis: the next BlockedTime_Hold (commands run one after the
  * other on the main thread, and a blocking AI command is never nested in
  * another: Dag_RefuseIfCannotBlock), so at most one client is held at a
- * time; and a module timer of 0 ms, which Redis runs from its event loop
- * after the pass's commands (never from inside a command): one timer per
- * pass that blocked a client. The wait is often nothing: a worker usually
+ * time; and the end of the pass (engine/pass_end.h: a module timer of
+ * 0 ms, which Redis runs from its event loop after the pass's commands,
+ * never from inside a command). The wait is often nothing: a worker usually
  * wakes later than the main thread needs to finish the command.
+ *
+ * The timer alone is not enough: a command Redis runs from beforeSleep (the
+ * next pipelined command of a client just unblocked) blocks after the
+ * pass's timers ran, and the event loop may then sleep until its next
+ * timer (tens of ms) with the worker waiting: a pipelining client got 29
+ * runs a second. So a worker that has to wait asks for a one-shot event
+ * (RedisModule_EventLoopAddOneShot writes to Redis's module pipe, which
+ * wakes the loop), and that event, run between commands, releases too.
+ * Without it (Redis 6.2) nothing is held: runs start at once, and SLOWLOG
+ * may count a run's start twice there, as before this bound existed.
  */
 #include "engine/blocked_time.h"
 
 #include <pthread.h>
 
+#include "engine/pass_end.h"
+
 static pthread_mutex_t release_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t released_cond = PTHREAD_COND_INITIALIZER;
 /* Main thread only. */
 static RAI_BlockedTime *held = NULL;
-static int timer_pending = 0;
+/* Atomic: a worker asked for the one-shot release and it has not run. */
+static int wake_pending = 0;
 
 static int measured(void) {
     return RedisModule_BlockedClientMeasureTimeStart && RedisModule_BlockedClientMeasureTimeEnd;
+}
+
+static int canHold(void) {
+    return measured() && RedisModule_EventLoopAddOneShot;
 }
 
 static void releaseHeld(void) {
@@ -35,25 +52,23 @@ static void releaseHeld(void) {
     held = NULL;
 }
 
-static void onPassEnd(RedisModuleCtx *ctx, void *data) {
-    REDISMODULE_NOT_USED(ctx);
+
+/* Main thread, from the event loop: no command is running. */
+static void onWake(void *data) {
     REDISMODULE_NOT_USED(data);
-    timer_pending = 0;
+    __atomic_store_n(&wake_pending, 0, __ATOMIC_RELEASE);
     releaseHeld();
 }
 
 void BlockedTime_Hold(RedisModuleCtx *ctx, RAI_BlockedTime *t, RedisModuleBlockedClient *bc) {
     releaseHeld();
     *t = (RAI_BlockedTime){.bc = bc};
-    if (bc == NULL || !measured()) {
-        t->released = 1; /* nothing is measured: nothing to wait for */
+    if (bc == NULL || !canHold()) {
+        t->released = 1; /* nothing measured, or no way to wake the loop */
         return;
     }
     held = t;
-    if (!timer_pending) {
-        RedisModule_CreateTimer(ctx, 0, onPassEnd, NULL);
-        timer_pending = 1;
-    }
+    PassEnd_Call(ctx, releaseHeld);
 }
 
 /* Answered before its release: a DAG that ended without a run (its TIMEOUT
@@ -71,6 +86,11 @@ static int isReleased(RAI_BlockedTime *t) {
  * quarter of the throughput at 32 clients on 2 cores, docs/performance.md). */
 static void waitReleased(RAI_BlockedTime *t) {
     if (isReleased(t)) return;
+    if (!__atomic_exchange_n(&wake_pending, 1, __ATOMIC_ACQ_REL)) {
+        if (RedisModule_EventLoopAddOneShot(onWake, NULL) != REDISMODULE_OK) {
+            __atomic_store_n(&wake_pending, 0, __ATOMIC_RELEASE); /* the timer still comes */
+        }
+    }
     pthread_mutex_lock(&release_lock);
     while (!isReleased(t)) pthread_cond_wait(&released_cond, &release_lock);
     pthread_mutex_unlock(&release_lock);

@@ -43,7 +43,7 @@ int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
     /* Plain values: the decision knows models and queues, not DAGs. */
     const RAI_DagOp *op = dag->nops == 1 ? &dag->ops[0] : NULL;
     int single_model = op != NULL && op->kind == DAG_OP_MODEL;
-    if (InlineRun_Decide(single_model ? op->model : NULL,
+    if (InlineRun_Decide(ctx, single_model ? op->model : NULL,
                          single_model ? Dag_OpInputBytes(dag, op) : 0, first)) {
         runInline(ctx, dag, RunQueue_Threads(first));
         return REDISMODULE_OK;

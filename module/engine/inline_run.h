@@ -18,9 +18,9 @@
  *     and its queue is idle (nothing queued, no worker running: the LLAPI's
  *     runs count too). Under load the workers keep the runs: the main
  *     thread only parses and replies, as before;
- *   - it is the first AI request of this pass of the event loop: when
- *     several clients are ready at once, the others are not kept waiting
- *     behind a run, and under load the workers keep the runs.
+ *   - no run went inline in this pass of the event loop (engine/pass_end.h):
+ *     when several clients are ready at once, the others are not kept
+ *     waiting behind runs, and under load the workers keep the runs.
  * Otherwise the DAG is queued as always. Replies, stored outputs,
  * replication, AI.INFO statistics and errors are the same either way.
  */
@@ -33,14 +33,11 @@
 #include "redismodule.h"
 #include "types/model.h"
 
-/* Subscribes to the event loop's passes. Without that event (an older
- * Redis) inline runs stay off. Main thread, at module load. */
-void InlineRun_Init(RedisModuleCtx *ctx);
 /* Whether a DAG about to start on q runs inline now. m is its model when
  * the DAG is one model op (else NULL: never inline), in_bytes the size of
- * that op's inputs. Records that an AI request started in this pass either
- * way. Main thread. */
-int InlineRun_Decide(const RAI_Model *m, size_t in_bytes, RAI_RunQueue *q);
+ * that op's inputs. ctx is the command's. Main thread. */
+int InlineRun_Decide(RedisModuleCtx *ctx, const RAI_Model *m, size_t in_bytes,
+                     RAI_RunQueue *q);
 /* A client's DAG was queued (its blocked client made) / its blocked
  * client was freed, reply sent or client gone. Main thread. */
 void InlineRun_QueuedStart(void);

@@ -1,8 +1,9 @@
 /*
  * test_blocked_time.c - module/engine/blocked_time.c: when a blocked
  * client's runs may start, and what Redis is told. Redis's timer and
- * Start/End functions are fakes that record their calls; the release
- * points are driven by hand: the next Hold, and the timer firing.
+ * Start/End functions and its one-shot event are fakes that record their
+ * calls; the release points are driven by hand: the next Hold, the timer
+ * firing, and the one-shot event a waiting worker asks for.
  */
 #include <pthread.h>
 #include <time.h>
@@ -14,6 +15,21 @@
 static int timers;
 static RedisModuleTimerProc timer_cb;
 static int starts, ends;
+static int oneshots; /* atomic: asked for by workers */
+static RedisModuleEventLoopOneShotFunc oneshot_cb; /* atomic */
+
+static int fakeAddOneShot(RedisModuleEventLoopOneShotFunc func, void *data) {
+    (void)data;
+    __atomic_store_n(&oneshot_cb, func, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&oneshots, 1, __ATOMIC_SEQ_CST);
+    return REDISMODULE_OK;
+}
+
+/* Redis's event loop woken by the module pipe. */
+static void fireOneShot(void) {
+    RedisModuleEventLoopOneShotFunc cb = __atomic_exchange_n(&oneshot_cb, NULL, __ATOMIC_SEQ_CST);
+    if (CHECK(cb != NULL)) cb(NULL);
+}
 
 static RedisModuleTimerID fakeCreateTimer(RedisModuleCtx *ctx, mstime_t period,
                                           RedisModuleTimerProc cb, void *data) {
@@ -104,6 +120,18 @@ static void testNothingMeasured(void) {
     CHECK_INT(ends, 0);
 }
 
+/* A server that cannot wake its loop for the module (6.2): nothing is
+ * held, so a run never waits for a timer the loop may sleep through. */
+static void testNoOneShot(void) {
+    RAI_BlockedTime j;
+    int timers_before = timers;
+    RedisModule_EventLoopAddOneShot = NULL;
+    BlockedTime_Hold(NULL, &j, BC(0));
+    CHECK(released(&j));
+    CHECK_INT(timers, timers_before);
+    RedisModule_EventLoopAddOneShot = fakeAddOneShot;
+}
+
 static void *worker(void *arg) {
     BlockedTime_RunStart(arg); /* returns once released, then tells Start */
     return NULL;
@@ -139,14 +167,53 @@ static void testWorkerWaits(void) {
     CHECK_INT(starts, starts_before + 3);
 }
 
+/* A client blocked by a command Redis ran after the pass's timers (from
+ * beforeSleep): its worker asks for one wake of the event loop, two
+ * waiting workers ask once, and the one-shot event releases them. */
+static void testWorkerWakesTheLoop(void) {
+    RAI_BlockedTime k;
+    if (timer_cb != NULL) firePassEnd(); /* a pass begins with no timer pending */
+    if (__atomic_load_n(&oneshot_cb, __ATOMIC_SEQ_CST) != NULL) {
+        fireOneShot(); /* the wake asked for in the test before, as the loop runs it */
+    }
+    int starts_before = starts, oneshots_before = oneshots;
+    BlockedTime_Hold(NULL, &k, BC(1));
+    pthread_t th1, th2;
+    CHECK_INT(pthread_create(&th1, NULL, worker, &k), 0);
+    CHECK_INT(pthread_create(&th2, NULL, worker, &k), 0);
+    sleepMs(30);
+    CHECK_INT(__atomic_load_n(&starts, __ATOMIC_SEQ_CST), starts_before);
+    CHECK_INT(__atomic_load_n(&oneshots, __ATOMIC_SEQ_CST), oneshots_before + 1);
+    fireOneShot(); /* the loop woke: no command is running */
+    pthread_join(th1, NULL);
+    pthread_join(th2, NULL);
+    CHECK_INT(starts, starts_before + 2);
+    CHECK(released(&k));
+    firePassEnd(); /* the pass's timer still comes: nothing left to release */
+
+    /* The next wait asks again. */
+    RAI_BlockedTime l;
+    BlockedTime_Hold(NULL, &l, BC(2));
+    CHECK_INT(pthread_create(&th1, NULL, worker, &l), 0);
+    sleepMs(30);
+    CHECK_INT(__atomic_load_n(&oneshots, __ATOMIC_SEQ_CST), oneshots_before + 2);
+    fireOneShot();
+    pthread_join(th1, NULL);
+    CHECK_INT(starts, starts_before + 3);
+    firePassEnd();
+}
+
 int main(void) {
     UnitShim_Init();
     RedisModule_CreateTimer = fakeCreateTimer;
     RedisModule_BlockedClientMeasureTimeStart = fakeStart;
     RedisModule_BlockedClientMeasureTimeEnd = fakeEnd;
+    RedisModule_EventLoopAddOneShot = fakeAddOneShot;
     testReleasePoints();
     testForget();
     testNothingMeasured();
+    testNoOneShot();
     testWorkerWaits();
+    testWorkerWakesTheLoop();
     return Unit_Done("blocked_time");
 }

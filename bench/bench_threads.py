@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Thread settings: the defaults against fixed INTRA_OP_PARALLELISM settings, for one or more
+install trees, in one run (issue 22's "our own columns", before and after).
+
+Per backend (TF, TORCH, ONNX) one redis-server per tree and setting, all up at once
+(THREADS_PER_QUEUE 1, no batching): the defaults (no INTRA_OP_PARALLELISM: the policy of
+backends/common/backend_threads.h) and INTRA_OP_PARALLELISM 2 and 1 (--fixed). Each cell, the
+2x2 model and the MNIST-sized CNN of bench/floor_models.py at 1 and 32 clients, is measured on
+every server in turn, the order rotating from repetition to repetition, so that trees and
+settings alternate at the finest grain and share the machine's noise. The client is
+bench/floor/rai_load.c (C, one thread, epoll). Prints per cell the median throughput of each
+server and its range, the ratio of each tree's defaults to its best fixed setting, and the ratio
+of every tree to the first one per setting; writes bench/results/threads-<stamp>.json.
+
+    PYTHONPATH=. .venv/bin/python bench/bench_threads.py [--reps 3] [--kinds TF,TORCH,ONNX]
+        [--install LABEL=DIR ...] [--seconds 2] [--cells trivial:1,cnn:1,trivial:32,cnn:32]
+
+Without --install the newest install/redisai-*/ is measured alone (label "this"); with several,
+the first given is the one the others are compared with (e.g. --install before=OLD
+--install after=install/redisai-1.3.0).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # build_tools, for tests/support/redis_server.py
+import bench as base  # noqa: E402,F401  (puts tests/support/ on sys.path)
+import bench_floor  # noqa: E402
+import floor_tools  # noqa: E402
+
+CELLS = (("trivial", 1), ("cnn", 1), ("trivial", 32), ("cnn", 32))
+# (server label, tree label, setting, install tree, extra module arguments)
+Server = tuple[str, str, str, pathlib.Path, list[str]]
+
+
+def newest_install() -> pathlib.Path:
+    trees = sorted((HERE.parent / "install").glob("redisai-*"), key=lambda p: p.stat().st_mtime)
+    if not trees:
+        raise SystemExit("no install/redisai-*/: run `python -m build_tools build` first")
+    return trees[-1]
+
+
+def measure(b: bench_floor.Backend, model: str, clients: int, seconds: float,
+            requests_1: dict[str, int]) -> dict[str, Any]:
+    if clients == 1:
+        (res,) = b.load.run([b.cmds[model]], clients=1, requests=requests_1[model], warmup=50)
+    else:
+        (res,) = b.load.run([b.cmds[model]], clients=clients, seconds=seconds, warmup=10)
+    res["loadavg1_after"] = os.getloadavg()[0]
+    return res
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    return {"median": float(statistics.median(values)), "min": min(values), "max": max(values)}
+
+
+def servers_of(trees: list[tuple[str, pathlib.Path]], fixed: list[int]) -> list[Server]:
+    out: list[Server] = []
+    for tree, path in trees:
+        out.append((f"{tree}:defaults", tree, "defaults", path, []))
+        out += [(f"{tree}:intra{n}", tree, f"intra{n}", path, ["INTRA_OP_PARALLELISM", str(n)])
+                for n in fixed]
+    return out
+
+
+def measure_kind(kind: str, servers: list[Server], manifest: dict[str, Any],
+                 exes: tuple[pathlib.Path, pathlib.Path], work: pathlib.Path,
+                 cells_run: list[tuple[str, int]], opts: argparse.Namespace
+                 ) -> dict[str, dict[str, dict[str, Any]]]:
+    floor_exe, load_exe = exes
+    requests_1 = {"cnn": opts.requests, "trivial": 3 * opts.requests}
+    print(f"{kind}: starting {len(servers)} servers ...", flush=True)
+    up: dict[str, bench_floor.Backend] = {}
+    labels = [s[0] for s in servers]
+    raw: dict[str, dict[str, list[dict[str, Any]]]] = {
+        f"{m}_{c}": {label: [] for label in labels} for m, c in cells_run}
+    try:
+        for label, _, _, tree, args in servers:
+            sub = work / f"{kind}-{label.replace(':', '-')}"
+            sub.mkdir()
+            up[label] = bench_floor.Backend(kind, tree, manifest, load_exe, floor_exe, sub,
+                                            extra_args=args)
+        for b in up.values():
+            for model in ("trivial", "cnn"):
+                b.load.run([b.cmds[model]], requests=5, warmup=50)
+                b.check_output(model)
+        for rep in range(opts.reps):
+            order = labels[rep % len(labels):] + labels[:rep % len(labels)]
+            for model, clients in cells_run:
+                for label in order:
+                    raw[f"{model}_{clients}"][label].append(
+                        measure(up[label], model, clients, opts.seconds, requests_1))
+            print(f"  {kind} rep {rep + 1}/{opts.reps} done", flush=True)
+        for b in up.values():
+            for model in ("trivial", "cnn"):
+                b.check_output(model)
+    finally:
+        for b in up.values():
+            b.stop()
+    return {cell: {label: {"rps": summarize([r["rps"] for r in rs]),
+                           "p50_us": summarize([r["p50_us"] for r in rs]), "rounds": rs}
+                   for label, rs in per.items()}
+            for cell, per in raw.items()}
+
+
+def report(doc: dict[str, Any], servers: list[Server], trees: list[str], fixed: list[int],
+           cells_run: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    settings = ["defaults"] + [f"intra{n}" for n in fixed]
+    print(f"\nthroughput, req/s: median [min-max] of {doc['reps']} alternating repetitions; "
+          f"load {doc['loadavg_start'][0]:.1f} -> {doc['loadavg_end'][0]:.1f}")
+    head = "| backend | model | clients | " + " | ".join(s[0] for s in servers) + " |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    summary = []
+    for kind, cells in doc["backends"].items():
+        for model, clients in cells_run:
+            per = cells[f"{model}_{clients}"]
+            cols = [f"{per[s[0]]['rps']['median']:,.0f} [{per[s[0]]['rps']['min']:,.0f}-"
+                    f"{per[s[0]]['rps']['max']:,.0f}]" for s in servers]
+            print(f"| {kind} | {model} | {clients} | " + " | ".join(cols) + " |")
+            row: dict[str, Any] = {"kind": kind, "model": model, "clients": clients}
+            for tree in trees:
+                med = {s: per[f"{tree}:{s}"]["rps"]["median"] for s in settings}
+                best = max(med[s] for s in settings[1:]) if fixed else 0.0
+                row[f"{tree}:defaults/best_fixed"] = med["defaults"] / best if best else None
+                if tree != trees[0]:
+                    for s in settings:
+                        base_med = per[f"{trees[0]}:{s}"]["rps"]["median"]
+                        row[f"{tree}/{trees[0]}:{s}"] = med[s] / base_med if base_med else None
+            summary.append(row)
+    print("\nratios of medians (throughput): each tree's defaults / its best fixed setting; "
+          f"each tree / {trees[0]} per setting")
+    keys = [k for k in summary[0] if "/" in k] if summary else []
+    print("| backend | model | clients | " + " | ".join(keys) + " |")
+    print("|" + "---|" * (3 + len(keys)))
+    for row in summary:
+        vals = [f"{row[k]:.2f}" if row[k] is not None else "-" for k in keys]
+        print(f"| {row['kind']} | {row['model']} | {row['clients']} | " + " | ".join(vals) + " |")
+    return summary
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--install", action="append", default=[], metavar="LABEL=DIR",
+                    help="a tree measured at every setting (default: newest install/redisai-*/)")
+    ap.add_argument("--build", default=str(HERE.parent / "build"))
+    ap.add_argument("--kinds", default="TF,TORCH,ONNX")
+    ap.add_argument("--fixed", default="2,1", help="INTRA_OP_PARALLELISM values to compare")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=2.0, help="per 32-client measurement")
+    ap.add_argument("--requests", type=int, default=2000, help="per 1-client CNN measurement "
+                    "(the 2x2 model gets 3x)")
+    ap.add_argument("--cells", default=",".join(f"{m}:{c}" for m, c in CELLS),
+                    help="model:clients pairs, comma-separated")
+    ap.add_argument("--models", default="", help="folder of floor_models.py's output, reused "
+                    "when it holds a manifest (else made there)")
+    ap.add_argument("--out", default=str(HERE / "results"))
+    opts = ap.parse_args()
+    cells_run = [(c.split(":")[0], int(c.split(":")[1])) for c in opts.cells.split(",") if c]
+
+    t0 = time.perf_counter()
+    trees: list[tuple[str, pathlib.Path]] = []
+    for v in opts.install:
+        label, sep, path = v.partition("=")
+        if not sep or not label or ":" in label:
+            raise SystemExit(f"--install {v}: expected LABEL=DIR (a label without ':')")
+        trees.append((label, pathlib.Path(path).resolve()))
+    if not trees:
+        trees = [("this", newest_install())]
+    fixed = [int(x) for x in opts.fixed.split(",") if x.strip()]
+    servers = servers_of(trees, fixed)
+
+    exes = floor_tools.build(pathlib.Path(opts.build))
+    kinds = [k.strip().upper() for k in opts.kinds.split(",") if k.strip()]
+    work = pathlib.Path(tempfile.mkdtemp(prefix="bench-threads-"))
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    doc: dict[str, Any] = {"timestamp": stamp, "cores": os.cpu_count(), "reps": opts.reps,
+                           "trees": {label: str(path) for label, path in trees},
+                           "servers": [[s[0], s[4]] for s in servers],
+                           "loadavg_start": os.getloadavg(), "backends": {}}
+    try:
+        models = pathlib.Path(opts.models) if opts.models else work / "models"
+        if not (models / "manifest.json").is_file():
+            print("building the models with the frameworks (child process) ...", flush=True)
+            subprocess.run([sys.executable, str(HERE / "floor_models.py"), str(models)], check=True)
+        manifest = json.loads((models / "manifest.json").read_text())
+        doc["versions"] = manifest["versions"]
+        for kind in kinds:
+            doc["backends"][kind] = measure_kind(kind, servers, manifest, exes, work, cells_run,
+                                                 opts)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    doc["loadavg_end"] = os.getloadavg()
+    doc["summary"] = report(doc, servers, [t[0] for t in trees], fixed, cells_run)
+    out = pathlib.Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"threads-{stamp}.json"
+    path.write_text(json.dumps(doc, indent=1))
+    print(f"\nwrote {path}; total {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
