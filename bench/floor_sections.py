@@ -194,7 +194,7 @@ def panel(ax: Any, doc: dict[str, Any]) -> None:
         names = [n for n in per if "1MB" not in n]
         _bars(ax, names, {"core": [per[n]["core"] for n in names],
                           "total": [per[n]["total"] for n in names]}, "instructions per request")
-        ax.set_title("instructions per request (callgrind)", fontsize=9)
+        ax.set_title(f"instructions per request (callgrind, {doc['timestamp']})", fontsize=9)
     elif k == "torch-path":
         labels = list(doc["installs"])
         models = list(doc["models"])
