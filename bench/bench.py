@@ -113,6 +113,32 @@ def find_install(explicit: str | None) -> pathlib.Path:
     return trees[-1].parent
 
 
+def parse_installs(values: list[str]) -> list[tuple[str, pathlib.Path]]:
+    """--install DIR or --install LABEL=DIR, repeatable; none: the newest install tree."""
+    if not values:
+        return [("", find_install(None))]
+    out = []
+    for v in values:
+        label, sep, path = v.partition("=")
+        if not sep:
+            label, path = "", v
+        out.append((label, pathlib.Path(path).resolve()))
+    return out
+
+
+def med(xs: list[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def stop_checked(client: Client, srv: RedisServer, label: str) -> None:
+    """Closes client and stops srv; fails with the server's log if it had died meanwhile."""
+    client.sock.close()
+    alive = srv.alive()
+    log = srv.log() if not alive else ""
+    srv.stop()
+    assert alive, f"{label} server died:\n{log}"
+
+
 def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()

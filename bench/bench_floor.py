@@ -29,7 +29,6 @@ import json
 import os
 import pathlib
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -70,10 +69,6 @@ class Plan:
         # 64 MB: 32 of each (16 gave +-5% from run to run on this machine)
         n = max(32, min(2000, (2048 * MB) // size))
         return max(10, n // 4) if self.quick else n
-
-
-def med(xs: list[float]) -> float:
-    return float(statistics.median(xs))
 
 
 # --------------------------------------------------------------------------------------
@@ -140,11 +135,7 @@ class Backend:
         return int(value) if value is not None else 0
 
     def stop(self) -> None:
-        self.client.sock.close()
-        alive = self.srv.alive()
-        log = self.srv.log() if not alive else ""
-        self.srv.stop()
-        assert alive, f"{self.kind} server died:\n{log}"
+        base.stop_checked(self.client, self.srv, self.kind)
 
 
 PING = floor_tools.resp("PING")
@@ -170,12 +161,12 @@ def bench_backend(b: Backend, plan: Plan, work: pathlib.Path) -> dict[str, Any]:
             rounds.append({"floor": fl, "ping": ping, "run": run})
         out[f"{model}_1client"] = {
             "rounds": rounds,
-            "ping_p50_us": med([r["ping"]["p50_us"] for r in rounds]),
-            "run_p50_us": med([r["run"]["p50_us"] for r in rounds]),
-            "run_p99_us": med([r["run"]["p99_us"] for r in rounds]),
-            "floor_p50_us": med([r["floor"]["p50_us"] for r in rounds]),
-            "floor_p99_us": med([r["floor"]["p99_us"] for r in rounds]),
-            "floor_rps": med([r["floor"]["rps"] for r in rounds]),
+            "ping_p50_us": base.med([r["ping"]["p50_us"] for r in rounds]),
+            "run_p50_us": base.med([r["run"]["p50_us"] for r in rounds]),
+            "run_p99_us": base.med([r["run"]["p99_us"] for r in rounds]),
+            "floor_p50_us": base.med([r["floor"]["p50_us"] for r in rounds]),
+            "floor_p99_us": base.med([r["floor"]["p99_us"] for r in rounds]),
+            "floor_rps": base.med([r["floor"]["rps"] for r in rounds]),
         }
 
     # 32 clients on the CNN against the floor's single-thread throughput, alternating.
@@ -189,8 +180,8 @@ def bench_backend(b: Backend, plan: Plan, work: pathlib.Path) -> dict[str, Any]:
         rounds.append({"floor": fl, "run": run})
     out["cnn_32clients"] = {
         "rounds": rounds,
-        "rps": med([r["run"]["rps"] for r in rounds]),
-        "floor_rps": med([r["floor"]["rps"] for r in rounds]),
+        "rps": base.med([r["run"]["rps"] for r in rounds]),
+        "floor_rps": base.med([r["floor"]["rps"] for r in rounds]),
     }
 
     # The sweep for the pictures: PING and each model at 1..64 clients.
@@ -336,19 +327,6 @@ def print_comparison(runs: dict[str, dict[str, Any]]) -> None:
             print(f"  {kind + ' ' + name:<52}{cells}")
 
 
-def parse_variants(values: list[str]) -> list[tuple[str, pathlib.Path]]:
-    """--install DIR or --install LABEL=DIR, repeatable; none: the newest install tree."""
-    if not values:
-        return [("", base.find_install(None))]
-    out = []
-    for v in values:
-        label, sep, path = v.partition("=")
-        if not sep:
-            label, path = "", v
-        out.append((label, pathlib.Path(path).resolve()))
-    return out
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--install", action="append", default=[], metavar="[LABEL=]DIR",
@@ -364,7 +342,7 @@ def main() -> int:
 
     t_start = time.perf_counter()
     plan = Plan(opts.quick)
-    variants = parse_variants(opts.install)
+    variants = base.parse_installs(opts.install)
     floor_exe, load_exe = floor_tools.build(pathlib.Path(opts.build))
     kinds = [k.strip().upper() for k in opts.kinds.split(",") if k.strip()]
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-floor-"))

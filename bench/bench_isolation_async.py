@@ -36,7 +36,6 @@ import json
 import os
 import pathlib
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -105,15 +104,7 @@ class Server:
                                    err_msg=f"{self.label} {kind} {model}: output differs")
 
     def stop(self) -> None:
-        self.client.sock.close()
-        alive = self.srv.alive()
-        log = self.srv.log() if not alive else ""
-        self.srv.stop()
-        assert alive, f"{self.label} server died:\n{log}"
-
-
-def med(xs: list[float]) -> float:
-    return float(statistics.median(xs))
+        base.stop_checked(self.client, self.srv, self.label)
 
 
 def main() -> int:
@@ -190,28 +181,28 @@ def main() -> int:
     print(f"\n# medians over {opts.rounds} alternating rounds [min .. max]")
     for kind in KINDS:
         rps = {lab: [rd["cnn_32"][kind][lab]["rps"] for rd in rounds] for lab in SERVERS}
-        summary["cnn_32_rps"][kind] = {lab: med(v) for lab, v in rps.items()}
+        summary["cnn_32_rps"][kind] = {lab: base.med(v) for lab, v in rps.items()}
         summary["cnn_32_ratio"][kind] = {}
         for lab in ("isolated", "isolated-wait"):
             ratios = [a / b for a, b in zip(rps[lab], rps["in-process"])]
-            summary["cnn_32_ratio"][kind][lab] = {"median": med(ratios), "min": min(ratios),
+            summary["cnn_32_ratio"][kind][lab] = {"median": base.med(ratios), "min": min(ratios),
                                                   "max": max(ratios)}
-            print(f"CNN {kind:5} 32 clients  {lab:13}/in-process {med(ratios):.3f} "
-                  f"[{min(ratios):.3f} .. {max(ratios):.3f}]  ({med(rps[lab]):.0f}/s vs "
-                  f"{med(rps['in-process']):.0f}/s)")
+            print(f"CNN {kind:5} 32 clients  {lab:13}/in-process {base.med(ratios):.3f} "
+                  f"[{min(ratios):.3f} .. {max(ratios):.3f}]  ({base.med(rps[lab]):.0f}/s vs "
+                  f"{base.med(rps['in-process']):.0f}/s)")
     for kind in KINDS:
         p50 = {lab: [rd["trivial_1"][kind][lab]["run"]["p50_us"] for rd in rounds]
                for lab in (*SERVERS, "in-process-queued")}
-        summary["trivial_p50_us"][kind] = {lab: med(v) for lab, v in p50.items()}
+        summary["trivial_p50_us"][kind] = {lab: base.med(v) for lab, v in p50.items()}
         summary["trivial_overhead_us"][kind] = {}
         for base_lab in ("in-process", "in-process-queued"):
             for lab in ("isolated", "isolated-wait"):
                 over = [a - b for a, b in zip(p50[lab], p50[base_lab])]
                 summary["trivial_overhead_us"][kind][f"{lab} - {base_lab}"] = {
-                    "median": med(over), "min": min(over), "max": max(over)}
+                    "median": base.med(over), "min": min(over), "max": max(over)}
                 print(f"trivial {kind:5} 1 client p50 {lab:13} - {base_lab:17} "
-                      f"{med(over):6.1f} us [{min(over):.1f} .. {max(over):.1f}]  "
-                      f"({base_lab} p50 {med(p50[base_lab]):.1f} us)")
+                      f"{base.med(over):6.1f} us [{min(over):.1f} .. {max(over):.1f}]  "
+                      f"({base_lab} p50 {base.med(p50[base_lab]):.1f} us)")
     doc = {"timestamp": stamp, "install": str(install), "cores": os.cpu_count(),
            "rounds": rounds, "summary": summary, "loadavg": [loadavg_start, os.getloadavg()],
            "settings": {"THREADS_PER_QUEUE": 1, "seconds": opts.seconds,

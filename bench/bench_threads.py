@@ -37,20 +37,13 @@ from typing import Any
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # build_tools, for tests/support/redis_server.py
-import bench as base  # noqa: E402,F401  (puts tests/support/ on sys.path)
+import bench as base  # noqa: E402  (find_install; puts tests/support/ on sys.path)
 import bench_floor  # noqa: E402
 import floor_tools  # noqa: E402
 
 CELLS = (("trivial", 1), ("cnn", 1), ("trivial", 32), ("cnn", 32))
 # (server label, tree label, setting, install tree, extra module arguments)
 Server = tuple[str, str, str, pathlib.Path, list[str]]
-
-
-def newest_install() -> pathlib.Path:
-    trees = sorted((HERE.parent / "install").glob("redisai-*"), key=lambda p: p.stat().st_mtime)
-    if not trees:
-        raise SystemExit("no install/redisai-*/: run `python -m build_tools build` first")
-    return trees[-1]
 
 
 def measure(b: bench_floor.Backend, model: str, clients: int, seconds: float,
@@ -179,7 +172,7 @@ def main() -> int:
             raise SystemExit(f"--install {v}: expected LABEL=DIR (a label without ':')")
         trees.append((label, pathlib.Path(path).resolve()))
     if not trees:
-        trees = [("this", newest_install())]
+        trees = [("this", base.find_install(None))]
     fixed = [int(x) for x in opts.fixed.split(",") if x.strip()]
     servers = servers_of(trees, fixed)
 

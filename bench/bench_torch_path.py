@@ -29,7 +29,6 @@ import json
 import os
 import pathlib
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -149,19 +148,11 @@ class Variant:
         return int(value) if value is not None else 0
 
     def stop(self) -> None:
-        self.client.sock.close()
-        alive = self.srv.alive()
-        log = self.srv.log() if not alive else ""
-        self.srv.stop()
-        assert alive, f"{self.label} server died:\n{log}"
-
-
-def med(xs: list[float]) -> float:
-    return float(statistics.median(xs))
+        base.stop_checked(self.client, self.srv, self.label)
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    return {"median": med(values), "min": min(values), "max": max(values)}
+    return {"median": base.med(values), "min": min(values), "max": max(values)}
 
 
 def measure(direct: dict[str, Direct], variants: list[Variant], models: list[str],
@@ -257,18 +248,6 @@ def report(results: dict[str, Any], variants: list[Variant]) -> None:
                   f"backend - direct = {fmt(r['backend_minus_direct_us'], ' us')}")
 
 
-def parse_installs(values: list[str]) -> list[tuple[str, pathlib.Path]]:
-    if not values:
-        return [("", base.find_install(None))]
-    out = []
-    for v in values:
-        label, sep, path = v.partition("=")
-        if not sep:
-            label, path = "", v
-        out.append((label, pathlib.Path(path).resolve()))
-    return out
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--install", action="append", default=[], metavar="[LABEL=]DIR")
@@ -294,7 +273,7 @@ def main() -> int:
     iters = 1000 if opts.quick else 4000
     requests = 1000 if opts.quick else 3000
     models = [m.strip() for m in opts.models.split(",") if m.strip()]
-    installs = parse_installs(opts.install)
+    installs = base.parse_installs(opts.install)
     envs: dict[str, dict[str, str]] = {label: {} for label, _ in installs}
     configs: dict[str, dict[str, str]] = {label: {} for label, _ in installs}
     for opt, values, table in (("--env", opts.env, envs), ("--config", opts.config, configs)):

@@ -18,8 +18,13 @@ panel of the picture:
 """
 from __future__ import annotations
 
+import pathlib
 import statistics
+import sys
 from typing import Any, Callable
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import profile_execute  # noqa: E402  (owner_us: CPU us per request of one owner)
 
 Section = tuple[str, list[str]]  # title, Markdown lines
 
@@ -99,8 +104,7 @@ def isolation(doc: dict[str, Any]) -> Section:
 
 
 def _owner_us(p: dict[str, Any], who: str) -> float:
-    rate = 999  # profile_execute.RATE: samples a second per thread
-    return sum(p.get("owners", {}).get(who, {}).values()) * 1e6 / rate / p["requests"]
+    return profile_execute.owner_us(p, who)
 
 
 def modcpu(doc: dict[str, Any]) -> Section:

@@ -175,17 +175,26 @@ def owner(frames: list[str], role: str) -> tuple[str, str]:
     return ("framework" if role == "pool" else "redis"), ""
 
 
-def owners(script: str, main_tid: int) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-    """Samples by owner and thread role, and the module's samples by innermost function."""
+def _by_role(script: str, main_tid: int) -> Iterable[tuple[str, list[list[str]]]]:
+    """Each thread's stacks with its role: main, worker (a run-queue worker: workerMain on
+    one of its stacks) or pool (every other thread)."""
     by_tid: dict[int, list[list[str]]] = collections.defaultdict(list)
     for tid, frames in _samples(script):
         by_tid[tid].append(frames)
-    worker_tids = {t for t, ss in by_tid.items()
-                   if t != main_tid and any("workerMain" in " ".join(f) for f in ss)}
+    for tid, stacks in by_tid.items():
+        if tid == main_tid:
+            yield "main", stacks
+        elif any("workerMain" in " ".join(f) for f in stacks):
+            yield "worker", stacks
+        else:
+            yield "pool", stacks
+
+
+def owners(script: str, main_tid: int) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Samples by owner and thread role, and the module's samples by innermost function."""
     out: dict[str, dict[str, int]] = collections.defaultdict(collections.Counter)
     top: dict[str, int] = collections.Counter()
-    for tid, stacks in by_tid.items():
-        role = "main" if tid == main_tid else "worker" if tid in worker_tids else "pool"
+    for role, stacks in _by_role(script, main_tid):
         for frames in stacks:
             who, sym = owner(frames, role)
             out[who][role] += 1
@@ -195,22 +204,17 @@ def owners(script: str, main_tid: int) -> tuple[dict[str, dict[str, int]], dict[
 
 
 def classify(script: str, main_tid: int) -> tuple[dict[str, dict[str, int]], int]:
-    by_tid: dict[int, list[list[str]]] = collections.defaultdict(list)
-    for tid, frames in _samples(script):
-        by_tid[tid].append(frames)
-    worker_tids = {t for t, ss in by_tid.items()
-                   if t != main_tid and any("workerMain" in " ".join(f) for f in ss)}
     out: dict[str, dict[str, int]] = collections.defaultdict(collections.Counter)
     total = 0
-    for tid, stacks in by_tid.items():
+    for role, stacks in _by_role(script, main_tid):
         for frames in stacks:
             total += 1
-            if tid == main_tid:
+            if role == "main":
                 out["main"][_steps_main(frames)] += 1
-            elif tid in worker_tids:
+            elif role == "worker":
                 out["worker"][_steps_worker(frames)] += 1
             else:
-                out["pool/other"]["framework" if stacks else "other"] += 1
+                out["pool/other"]["framework"] += 1
     return out, total
 
 
