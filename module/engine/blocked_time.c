@@ -52,7 +52,6 @@ static void releaseHeld(void) {
     held = NULL;
 }
 
-
 /* Main thread, from the event loop: no command is running. */
 static void onWake(void *data) {
     REDISMODULE_NOT_USED(data);

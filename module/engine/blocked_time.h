@@ -10,14 +10,15 @@
  * logged time exceed the client's round trip. So a blocked client's runs
  * start only once its command has returned ("released"): at the next
  * blocking AI command, at the end of this pass of the event loop, or at a
- * one-shot event a waiting worker asks for, whichever comes first. Then every interval lies between the command's
- * return and its unblocking, one after another (a DAG is on one worker at a
- * time), and the logged total is at most the time from the command's start
- * to the reply's end. Each run still lies inside its interval, so SLOWLOG
- * >= AI.INFO's duration for the runs of that command. Every End follows a
- * Start of its own: Redis 7.0 and Valkey 8.1 (module.c) do not reset the
- * start at End, so a repeated End would add the same stretch again. A
- * server without one-shot events (6.2) holds nothing (blocked_time.c).
+ * one-shot event a waiting worker asks for, whichever comes first. Then
+ * every interval lies between the command's return and its unblocking, one
+ * after another (a DAG is on one worker at a time), and the logged total is
+ * at most the time from the command's start to the reply's end. Each run
+ * still lies inside its interval, so SLOWLOG >= AI.INFO's duration for the
+ * runs of that command. Every End follows a Start of its own: Redis 7.0 and
+ * Valkey 8.1 (module.c) do not reset the start at End, so a repeated End
+ * would add the same stretch again. A server without one-shot events (6.2)
+ * holds nothing (blocked_time.c).
  */
 #ifndef REDISAI_BLOCKED_TIME_H
 #define REDISAI_BLOCKED_TIME_H
