@@ -51,8 +51,12 @@ def _parser() -> argparse.ArgumentParser:
                        description="Downloads the wheel of FRAMEWORK==VERSION into the cache "
                                    "(never installed), compiles the backend against it and "
                                    "lays out backends/redisai_<name>-<VERSION>-<variant>/.")
-    v.add_argument("framework", metavar="FRAMEWORK==VERSION", help="e.g. onnxruntime==1.21.0")
-    v.add_argument("--variant", default="cpu", help="backend variant name (default: cpu)")
+    v.add_argument("framework", metavar="FRAMEWORK==VERSION",
+                   help="e.g. onnxruntime==1.21.0; with --variant gpu: torch==2.14.1, "
+                        "onnxruntime-gpu==1.31.1")
+    v.add_argument("--variant", default="cpu",
+                   help="backend variant name (default: cpu); gpu builds from the framework's "
+                        "CUDA build and carries its CUDA libraries (several GB; docs/gpu.md)")
     v.add_argument("--default", action="store_true",
                    help="also point the backend's default link redisai_<name> at it "
                         "(until the next `build`, which points it back unless given --default)")

@@ -104,12 +104,24 @@ def configure_args(build_dir: Path, redismodule_dir: Path, chosen: list[Framewor
         fw = by_backend.get(spec.backend)
         p = spec.cmake_prefix
         if fw is None:
-            args += [f"-D{p}_INCLUDE_DIR=", f"-D{p}_LIB_DIR=", f"-D{p}_VERSION="]
+            args += [f"-D{p}_INCLUDE_DIR=", f"-D{p}_LIB_DIR=", f"-D{p}_VERSION=",
+                     f"-D{p}_EXTRA_LIBS="]
         else:
             incs = ";".join(str(d) for d in _include_dirs(fw))
             args += [f"-D{p}_INCLUDE_DIR={incs}", f"-D{p}_LIB_DIR={fw.lib_dir}",
-                     f"-D{p}_VERSION={fw.version}"]
+                     f"-D{p}_VERSION={fw.version}", f"-D{p}_EXTRA_LIBS={_extra_libs(fw)}"]
     return args
+
+
+def _extra_libs(fw: Framework) -> str:
+    """A gpu variant's CUDA libraries, linked even though the backend names none of
+    their symbols (they register CUDA with the framework when loaded); -rpath-link
+    lets the linker find what they need in the unpacked wheels."""
+    if not fw.link_extra:
+        return ""
+    flags = ["-Wl,--no-as-needed", *(f"-l:{p.name}" for p in fw.link_extra), "-Wl,--as-needed"]
+    flags += [f"-Wl,-rpath-link,{d}" for d in fw.rpath_link]
+    return ";".join(flags)
 
 
 def _compile(build_dir: Path, redismodule_dir: Path, chosen: list[Framework], variant: str,
@@ -171,6 +183,15 @@ def _check_variant_name(variant: str) -> None:
         raise BuildError(f"bad variant {variant!r}: use a plain name such as cpu or gpu")
 
 
+def _check_whole_build_variant(variant: str) -> None:
+    # .venv's frameworks are CPU builds: named gpu they would be a CPU backend under
+    # a GPU name, which is what the gpu variant must never be.
+    if variant == "gpu":
+        raise BuildError("`build --variant gpu` would build .venv's CPU frameworks under a GPU "
+                         "name: build the gpu variant with `build-variant torch==<version> "
+                         "--variant gpu` (or onnxruntime-gpu==<version>), docs/gpu.md")
+
+
 def build_variant(request: str, variant: str = "cpu", jobs: int = 2,
                   make_default: bool = False, install: Path | None = None,
                   build_root: Path | None = None) -> Path:
@@ -180,7 +201,7 @@ def build_variant(request: str, variant: str = "cpu", jobs: int = 2,
     if shutil.which("cmake") is None:
         raise BuildError("cmake not found: run `python3 -m build_tools setup`")
     _check_variant_name(variant)
-    req = variants.parse_request(request)
+    req = variants.parse_request(request, variant)
     install = (install or paths.install_dir()).resolve()
     build_root = build_root or paths.BUILD_DIR
     if not (install / "redisai.so").is_file():
@@ -208,15 +229,16 @@ def build(variant: str = "cpu", jobs: int = 2, build_dir: Path | None = None,
     their wheels (variants.py), besides those already in the tree, which are
     rebuilt too. defaults: `<framework>==<version>` whose folder the backend's
     default link points to (else: the version in this environment)."""
+    _check_variant_name(variant)
+    _check_whole_build_variant(variant)
     if shutil.which("cmake") is None:
         raise BuildError("cmake not found: run `python3 -m build_tools setup`")
-    _check_variant_name(variant)
     if sanitize and sanitize not in paths.SANITIZERS:
         raise BuildError(f"bad sanitizer {sanitize!r}: supported: {', '.join(paths.SANITIZERS)}")
     if sanitize and (with_versions or defaults):
         raise BuildError("--with and --default are not supported with --sanitize")
-    requests = [variants.parse_request(t) for t in with_versions]
-    wanted_defaults = [variants.parse_request(t) for t in defaults]
+    requests = [variants.parse_request(t, variant) for t in with_versions]
+    wanted_defaults = [variants.parse_request(t, variant) for t in defaults]
     if sanitize:
         build_dir = build_dir or paths.sanitized_build_dir(sanitize)
         install = install or paths.sanitized_install_dir(sanitize)

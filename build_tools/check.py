@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from . import core_manifest, manifest
+from . import core_manifest, gpu_libs, manifest
 from .errors import BuildError
 
 CORE_EXPORT = "RedisModule_OnLoad"
@@ -47,7 +47,13 @@ HOST_NAME = "redisai-backend-host"
 
 # The system C/C++ runtime a backend may need from outside its folder.
 _SYSTEM_RUNTIME = re.compile(
-    r"^(?:lib(?:c|m|dl|pthread|rt|stdc\+\+|gcc_s)\.so(?:\.\d+)*|ld-linux(?:-[\w-]+)?\.so\.\d+)$")
+    r"^(?:lib(?:c|m|dl|pthread|rt|util|stdc\+\+|gcc_s)\.so(?:\.\d+)*"
+    r"|ld-linux(?:-[\w-]+)?\.so\.\d+)$")
+
+
+def is_system_runtime(name: str) -> bool:
+    """Whether a NEEDED name is the system C/C++ runtime's (never carried in a tree)."""
+    return bool(_SYSTEM_RUNTIME.match(name))
 
 
 def _system_dirs() -> tuple[Path, ...]:
@@ -206,7 +212,11 @@ class _Checker:
         """Checks owner's NEEDED entries; in-tree libraries found go to libs."""
         origin = owner.parent
         search = [_expand(e, origin) for e in (info.rpath or []) + (info.runpath or [])]
+        gpu = folder is not None and _is_gpu_folder(folder)
         for name in info.needed:
+            if gpu and gpu_libs.DRIVER.match(name):
+                continue   # the NVIDIA driver's: from the system, absent without a GPU
+            system = self._system_runtime(name) or bool(gpu and gpu_libs.SYSTEM.match(name))
             found: Path | None = None
             for d in search:
                 cand = d / name
@@ -220,11 +230,11 @@ class _Checker:
                         seen.add(real)
                         libs.append(found)
                     continue
-                if not self._system_runtime(name):
+                if not system:
                     row.needed_ok = False
                     row.problems.append(f"NEEDED {name} resolves outside the tree: {found}")
                     continue
-            if self._system_runtime(name):
+            if system:
                 if any((d / name).exists() for d in SYSTEM_DIRS):
                     continue
                 row.needed_ok = False
@@ -294,8 +304,17 @@ class _Checker:
             row.problems.append(f"ABI note says kind {info.abi_notes[0][2]}, a {name} backend "
                                 f"is {want}")
         self.rows.append(row)
-        # The libraries the backend pulls from lib/, and theirs, recursively.
-        while libs:
+        # The libraries the backend pulls from lib/, and theirs, recursively; then
+        # those nothing NEEDs (a framework opens them with dlopen), each the same way.
+        unreached = sorted(p for p in (folder / "lib").glob("*.so*")
+                           if p.is_file() and not p.is_symlink())
+        while libs or unreached:
+            if not libs:
+                lib = unreached.pop(0)
+                if lib.resolve() not in seen:
+                    seen.add(lib.resolve())
+                    libs.append(lib)
+                continue
             lib = libs.pop(0)
             linfo = read_elf(lib.resolve(), with_exports=False)
             lrow = Row(self.rel(lib), self._runpath_text(linfo), exports_ok=None)
@@ -338,6 +357,11 @@ class _Checker:
 
 
 _FOLDER_NAME = re.compile(r"^redisai_(?P<framework>[a-z0-9]+)-(?P<version>.+)-(?P<variant>\w+)$")
+
+
+def _is_gpu_folder(folder: Path) -> bool:
+    m = _FOLDER_NAME.match(folder.name)
+    return m is not None and m.group("variant") == "gpu"
 
 
 def _name_vs_manifest(folder: Path) -> list[str]:

@@ -19,6 +19,20 @@ from .errors import BuildError
 
 
 @dataclass(frozen=True)
+class GpuSpec:
+    """How a backend's `gpu` variant is built from a CUDA build's wheels (variants.py)."""
+
+    distribution: str                 # the CUDA build's PyPI name
+    # What pip downloads, with its dependencies: the CUDA libraries' wheels.
+    requirement: str                  # "{distribution}", "{version}" replaced
+    # Site-relative: linked --no-as-needed, since nothing in the backend names their
+    # symbols and the framework registers CUDA from their constructors.
+    link: tuple[str, ...] = ()
+    # Site-relative globs: libraries the framework opens with dlopen.
+    opened: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class FrameworkSpec:
     """How one backend's framework is found, built against and laid out."""
 
@@ -39,6 +53,7 @@ class FrameworkSpec:
     # `build-variant` may build it from another version's wheel (variants.py):
     # only where that was built and tested side by side.
     side_by_side: bool = False
+    gpu: GpuSpec | None = None        # how its `gpu` variant is built, if it has one
 
 
 FRAMEWORKS: tuple[FrameworkSpec, ...] = (
@@ -56,6 +71,11 @@ FRAMEWORKS: tuple[FrameworkSpec, ...] = (
         cmake_prefix="TORCH", serve_keyword="TORCH", source_globs=("*.c", "*.cc", "*.cpp"),
         include_dirs=("torch/include", "torch/include/torch/csrc/api/include"),
         libraries=("torch/lib/libtorch_cpu.so", "torch/lib/libc10.so", "torch/lib/libgomp.so.1"),
+        gpu=GpuSpec(
+            distribution="torch", requirement="torch=={version}",
+            link=("torch/lib/libtorch_cuda.so", "torch/lib/libc10_cuda.so"),
+            opened=("torch/lib/libcaffe2_nvrtc.so", "torch/lib/libtorch_cuda_linalg.so",
+                    "nvidia/cudnn/lib/libcudnn_*.so.*", "nvidia/*/lib/libnvrtc-builtins.so*")),
     ),
     FrameworkSpec(
         backend="onnxruntime", display_name="ONNX Runtime",
@@ -65,6 +85,11 @@ FRAMEWORKS: tuple[FrameworkSpec, ...] = (
         lib_aliases=(("libonnxruntime.so.1", "libonnxruntime.so.{version}"),),
         fetched_headers="onnxruntime",
         side_by_side=True,
+        gpu=GpuSpec(
+            distribution="onnxruntime-gpu", requirement="onnxruntime-gpu[cuda,cudnn]=={version}",
+            opened=("onnxruntime/capi/libonnxruntime_providers_shared.so",
+                    "onnxruntime/capi/libonnxruntime_providers_cuda.so",
+                    "nvidia/cudnn/lib/libcudnn_*.so.*", "nvidia/*/lib/libnvrtc-builtins.so*")),
     ),
 )
 
@@ -87,6 +112,10 @@ class Framework:
     include_dirs: tuple[Path, ...]    # from the wheel; fetched ones are added by build
     libraries: tuple[Path, ...]
     lib_aliases: tuple[tuple[str, str], ...] = field(default=())
+    # A `gpu` variant's libraries linked --no-as-needed (GpuSpec.link), and the
+    # folders of everything they need, for the linker's -rpath-link.
+    link_extra: tuple[Path, ...] = field(default=())
+    rpath_link: tuple[Path, ...] = field(default=())
 
     @property
     def lib_dir(self) -> Path:

@@ -19,6 +19,8 @@ anywhere; its wheel is only downloaded and read:
 """
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import os
 import platform
 import re
@@ -28,8 +30,9 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Callable, Sequence
 
-from . import headers, manifest, paths, pins
+from . import check, gpu_libs, headers, manifest, paths, pins
 from ._proc import run_quiet
 from .errors import BuildError
 from .frameworks import FRAMEWORKS, Framework, FrameworkSpec, discover
@@ -51,14 +54,27 @@ class Request:
     spec: FrameworkSpec
     distribution: str
     version: str
+    variant: str = "cpu"
 
     def __str__(self) -> str:
         return f"{self.distribution}=={self.version}"
 
 
-def parse_request(text: str) -> Request:
+def _gpu_request(spec: FrameworkSpec, version: str) -> Request:
+    """The `gpu` variant is built from the framework's CUDA build, whatever name was typed."""
+    if spec.gpu is None:
+        able = ", ".join(s.backend for s in FRAMEWORKS if s.gpu is not None)
+        raise BuildError(f"{spec.display_name} has no gpu variant here (no CUDA build of it "
+                         f"is built and tested); backends that have one: {able}")
+    check_api_level(spec, version)
+    return Request(spec=spec, distribution=spec.gpu.distribution, version=version, variant="gpu")
+
+
+def parse_request(text: str, variant: str = "cpu") -> Request:
     """Reads `onnxruntime==1.21.0`; the name is a PyPI distribution of a backend's
-    framework (or the backend's own name); the version an exact release."""
+    framework (or the backend's own name); the version an exact release. The
+    variant `gpu` builds from the framework's CUDA build and its CUDA libraries'
+    wheels (GpuSpec); any other variant from the one wheel named."""
     name, sep, version = text.strip().partition("==")
     name = name.strip().lower().replace("_", "-")
     version = version.strip()
@@ -67,11 +83,14 @@ def parse_request(text: str) -> Request:
                          "e.g. onnxruntime==1.21.0 (an exact release, no local label)")
     for spec in FRAMEWORKS:
         if name == spec.backend or name in spec.distributions:
+            if variant == "gpu":
+                return _gpu_request(spec, version)
             if not spec.side_by_side:
                 able = ", ".join(s.backend for s in FRAMEWORKS if s.side_by_side)
+                gpu = ", ".join(s.backend for s in FRAMEWORKS if s.gpu is not None)
                 raise BuildError(f"{spec.display_name} cannot be built side by side from "
                                  f"another version's wheel (not built and tested that way); "
-                                 f"backends that can: {able}")
+                                 f"backends that can: {able}; as variant gpu: {gpu}")
             dist = name if name in spec.distributions else spec.distributions[0]
             check_api_level(spec, version)
             return Request(spec=spec, distribution=dist, version=version)
@@ -167,29 +186,36 @@ def _safe_member(name: str) -> bool:
     return bool(name) and not p.is_absolute() and ".." not in p.parts and "\\" not in name
 
 
-def unpack_wheel(wheel: Path, req: Request) -> Path:
-    """<cache>/frameworks/<wheel name>/: the wheel's dist-info and what the build needs."""
-    site = paths.cache_dir() / "frameworks" / wheel.stem
+def _extract(wheel: Path, dest: Path, keep: Callable[[str], bool]) -> None:
+    """The members of wheel that keep() accepts, into dest, with their Unix modes."""
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            if info.is_dir() or not keep(info.filename):
+                continue
+            if not _safe_member(info.filename):
+                raise BuildError(f"{wheel.name}: member {info.filename!r} leaves the folder")
+            dst = dest / info.filename
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            with z.open(info) as src, open(dst, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+            # Zip keeps the Unix mode in the high bits of external_attr.
+            mode = (info.external_attr >> 16) & 0o777
+            os.chmod(dst, mode or (0o755 if ".so" in dst.name else 0o644))
+
+
+def _unpack_into(site: Path, parts: Sequence[tuple[Path, Callable[[str], bool]]]) -> Path:
+    """site made at once from the members each wheel's keep() accepts; a site made
+    before (its .complete) is taken as it is."""
     if (site / ".complete").is_file():
         return site
-    _say(f"unpacking {wheel.name} into {site}")
+    _say(f"unpacking {', '.join(w.name for w, _ in parts[:3])}"
+         f"{f' and {len(parts) - 3} more' if len(parts) > 3 else ''} into {site}")
     site.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{site.name}.", dir=site.parent))
     try:
-        with zipfile.ZipFile(wheel) as z:
-            for info in z.infolist():
-                if info.is_dir() or not _wanted(info.filename, req.spec, req.version):
-                    continue
-                if not _safe_member(info.filename):
-                    raise BuildError(f"{wheel.name}: member {info.filename!r} leaves the folder")
-                dst = tmp / info.filename
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                with z.open(info) as src, open(dst, "wb") as out:
-                    shutil.copyfileobj(src, out, 1 << 20)
-                # Zip keeps the Unix mode in the high bits of external_attr.
-                mode = (info.external_attr >> 16) & 0o777
-                os.chmod(dst, mode or (0o755 if ".so" in dst.name else 0o644))
-        (tmp / ".complete").write_text(wheel.name + "\n")
+        for wheel, keep in parts:
+            _extract(wheel, tmp, keep)
+        (tmp / ".complete").write_text("".join(w.name + "\n" for w, _ in parts))
         if site.exists():
             shutil.rmtree(site)
         os.replace(tmp, site)
@@ -199,16 +225,118 @@ def unpack_wheel(wheel: Path, req: Request) -> Path:
     return site
 
 
+def unpack_wheel(wheel: Path, req: Request) -> Path:
+    """<cache>/frameworks/<wheel name>/: the wheel's dist-info and what the build needs."""
+    return _unpack_into(paths.cache_dir() / "frameworks" / wheel.stem,
+                        [(wheel, lambda name: _wanted(name, req.spec, req.version))])
+
+
+# --- a gpu variant: the CUDA build's wheel and its CUDA libraries' wheels ---------------
+
+# The CUDA libraries' wheels (nvidia-cublas, nvidia-cudnn-cu13, ...) and what of them
+# a backend folder can use: their shared objects.
+_CUDA_WHEEL = "nvidia_"
+_CUDA_MEMBER = "nvidia/*/lib/*.so*"
+
+
+def fetch_gpu_wheels(req: Request) -> list[Path]:
+    """The CUDA build's wheel, then the nvidia-* wheels it requires, downloaded with
+    pip and their dependencies into <cache>/wheels/<distribution>-<version>-gpu/."""
+    assert req.spec.gpu is not None
+    folder = paths.cache_dir() / "wheels" / f"{req.distribution}-{req.version}-gpu"
+    requirement = req.spec.gpu.requirement.format(version=req.version)
+    if not (folder / ".complete").is_file():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        _say(f"pip download {requirement} --only-binary=:all: with its dependencies "
+             "(the CUDA libraries: several GB)")
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        try:
+            run_quiet([sys.executable, "-m", "pip", "download", requirement,
+                       "--only-binary=:all:", "--disable-pip-version-check", "--dest", str(tmp)],
+                      f"pip download {requirement}")
+            (tmp / ".complete").write_text(requirement + "\n")
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(tmp, folder)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    main = sorted(w for w in folder.glob(_wheel_prefix(req) + "*.whl") if _fits_this_python(w))
+    if len(main) != 1:
+        raise BuildError(f"{folder} holds {[w.name for w in main]}, expected one "
+                         f"{_wheel_prefix(req)}*.whl of this Python")
+    cuda = sorted(folder.glob(_CUDA_WHEEL + "*.whl"))
+    if not cuda:
+        raise BuildError(f"{requirement} required no {_CUDA_WHEEL}* wheel ({folder}): "
+                         "not a CUDA build")
+    total = sum(w.stat().st_size for w in [*main, *cuda]) / 1e9
+    _say(f"{main[0].name} and {len(cuda)} CUDA library wheels ({total:.1f} GB) in {folder}")
+    return [main[0], *cuda]
+
+
+def unpack_gpu_wheels(wheels: Sequence[Path], req: Request) -> Path:
+    """<cache>/frameworks/<wheel name>-gpu/: the framework's wheel as unpack_wheel
+    takes it plus the libraries it links or opens, and the CUDA wheels' libraries."""
+    gpu = req.spec.gpu
+    assert gpu is not None
+    extra = [*gpu.link, *gpu.opened]
+
+    # Every shared object beside the framework's own libraries: the closure picks.
+    lib_dirs = {str(PurePosixPath(lib).parent) for lib in req.spec.libraries}
+
+    def from_main(name: str) -> bool:
+        return (_wanted(name, req.spec, req.version)
+                or any(fnmatch.fnmatchcase(name, p) for p in extra)
+                or (str(PurePosixPath(name).parent) in lib_dirs and ".so" in name))
+
+    def from_cuda(name: str) -> bool:
+        return fnmatch.fnmatchcase(name, _CUDA_MEMBER)
+
+    parts = [(wheels[0], from_main)] + [(w, from_cuda) for w in wheels[1:]]
+    return _unpack_into(paths.cache_dir() / "frameworks" / f"{wheels[0].stem}-gpu", parts)
+
+
+def gpu_framework(fw: Framework, site: Path) -> Framework:
+    """fw with the libraries a gpu variant links and carries (gpu_libs.closure)."""
+    gpu = fw.spec.gpu
+    assert gpu is not None
+    link: list[Path] = []
+    for rel in gpu.link:
+        path = site / rel
+        if not path.is_file():
+            raise BuildError(f"{fw.distribution} {fw.version} in {site} has no {rel}: "
+                             "not a CUDA build")
+        link.append(path)
+    opened = gpu_libs.matching(site, gpu.opened)
+    libs = gpu_libs.closure(site, [*fw.libraries, *link, *opened],
+                            lambda p: check.read_elf(p, with_exports=False).needed,
+                            check.is_system_runtime)
+    dirs = tuple(sorted({p.parent for p in libs}))
+    # Copies get RUNPATH $ORIGIN: in the wheels they found each other through the
+    # framework's Python loader, in lib/ they lie side by side.
+    return dataclasses.replace(fw, spec=dataclasses.replace(fw.spec, patch_rpath=True),
+                               libraries=tuple(libs), link_extra=tuple(link), rpath_link=dirs)
+
+
 def framework_from_wheel(req: Request) -> tuple[Framework, str]:
     """The framework of req, found in its unpacked wheel; and the wheel's file name."""
-    wheel = fetch_wheel(req)
-    site = unpack_wheel(wheel, req)
+    if req.variant == "gpu":
+        wheels = fetch_gpu_wheels(req)
+        wheel, site = wheels[0], unpack_gpu_wheels(wheels, req)
+    else:
+        wheel = fetch_wheel(req)
+        site = unpack_wheel(wheel, req)
     fw = discover(req.spec, search_path=[str(site)])
     if fw is None:
         raise BuildError(f"{wheel.name} unpacked in {site} holds no {req.distribution} "
                          "distribution (.dist-info)")
     if fw.version != req.version:
         raise BuildError(f"{wheel.name} is {fw.distribution} {fw.version}, not {req.version}")
+    if req.variant == "gpu":
+        fw = gpu_framework(fw, site)
+        size = sum(p.stat().st_size for p in fw.libraries) / 1e9
+        _say(f"{len(fw.libraries)} libraries ({size:.1f} GB) for lib/: "
+             + ", ".join(p.name for p in fw.libraries))
     return fw, wheel.name
 
 
@@ -249,6 +377,8 @@ def side_folders(install: Path) -> list[SideFolder]:
         dist = wheel.split("-", 1)[0].replace("_", "-")
         if dist in req.spec.distributions:
             req = Request(spec=req.spec, distribution=dist, version=version)
-        found.append(SideFolder(folder=folder.name, request=req,
-                                variant=m.header.get("variant", "cpu"), wheel=wheel))
+        variant = m.header.get("variant", "cpu")
+        if variant == "gpu":
+            req = parse_request(f"{framework}=={version}", variant)
+        found.append(SideFolder(folder=folder.name, request=req, variant=variant, wheel=wheel))
     return found

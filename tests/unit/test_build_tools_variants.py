@@ -70,7 +70,7 @@ def test_request_of_an_unknown_framework_lists_the_known_ones() -> None:
 @pytest.mark.parametrize("text", ["torch==2.3.0", "tensorflow==2.16.1"])
 def test_request_of_a_backend_not_built_side_by_side_is_refused(text: str) -> None:
     with pytest.raises(BuildError, match="cannot be built side by side.*backends that can: "
-                                         "onnxruntime$"):
+                                         "onnxruntime; as variant gpu: torch, onnxruntime$"):
         variants.parse_request(text)
 
 
