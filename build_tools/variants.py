@@ -210,18 +210,13 @@ def _unpack_into(site: Path, parts: Sequence[tuple[Path, Callable[[str], bool]]]
         return site
     _say(f"unpacking {', '.join(w.name for w, _ in parts[:3])}"
          f"{f' and {len(parts) - 3} more' if len(parts) > 3 else ''} into {site}")
-    site.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{site.name}.", dir=site.parent))
-    try:
+
+    def fill(tmp: Path) -> None:
         for wheel, keep in parts:
             _extract(wheel, tmp, keep)
         (tmp / ".complete").write_text("".join(w.name + "\n" for w, _ in parts))
-        if site.exists():
-            shutil.rmtree(site)
-        os.replace(tmp, site)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+
+    headers.atomic_dir(site, fill)
     return site
 
 
@@ -246,21 +241,16 @@ def fetch_gpu_wheels(req: Request) -> list[Path]:
     folder = paths.cache_dir() / "wheels" / f"{req.distribution}-{req.version}-gpu"
     requirement = req.spec.gpu.requirement.format(version=req.version)
     if not (folder / ".complete").is_file():
-        folder.parent.mkdir(parents=True, exist_ok=True)
         _say(f"pip download {requirement} --only-binary=:all: with its dependencies "
              "(the CUDA libraries: several GB)")
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-        try:
+
+        def fill(tmp: Path) -> None:
             run_quiet([sys.executable, "-m", "pip", "download", requirement,
                        "--only-binary=:all:", "--disable-pip-version-check", "--dest", str(tmp)],
                       f"pip download {requirement}")
             (tmp / ".complete").write_text(requirement + "\n")
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.replace(tmp, folder)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+
+        headers.atomic_dir(folder, fill)
     main = sorted(w for w in folder.glob(_wheel_prefix(req) + "*.whl") if _fits_this_python(w))
     if len(main) != 1:
         raise BuildError(f"{folder} holds {[w.name for w in main]}, expected one "

@@ -8,7 +8,6 @@ import platform
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,17 +16,6 @@ from build_tools.errors import BuildError
 from build_tools.frameworks import Framework, spec_for
 
 TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
-
-
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-
-    def no_pip(*args: Any, **kwargs: Any) -> str:
-        raise AssertionError(f"pip must not run here: {args}")
-
-    monkeypatch.setattr(variants, "run_quiet", no_pip)
-    return tmp_path / "redisai-build"
 
 
 def make_wheel(path: Path, members: list[str]) -> Path:

@@ -7,7 +7,6 @@ import platform
 import sys
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,18 +22,6 @@ def wheel_name(dist: str, version: str) -> str:
     """A wheel file name of this interpreter and machine, as pip would download it."""
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     return f"{dist}-{version}-{tag}-{tag}-manylinux_2_27_{platform.machine()}.whl"
-
-
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """build_tools' cache in tmp_path; running pip fails the test."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-
-    def no_pip(*args: Any, **kwargs: Any) -> str:
-        raise AssertionError(f"pip must not run here: {args}")
-
-    monkeypatch.setattr(variants, "run_quiet", no_pip)
-    return tmp_path / "redisai-build"
 
 
 # --- requests ----------------------------------------------------------------------------
