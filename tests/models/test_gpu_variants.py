@@ -70,3 +70,28 @@ def test_a_gpu_variant_loads_refuses_gpu_here_and_runs_cpu(framework: str,
         got = run_cnn(c, kind, blob, x)
         ref = connect(start_server([kind, default]))
         np.testing.assert_allclose(got, run_cnn(ref, kind, blob, x), rtol=1e-5, atol=1e-6)
+
+
+def test_the_torch_gpu_variant_runs_isolated_beside_the_cpu_one(install_dir: pathlib.Path,
+                                                                 start_server: StartServer,
+                                                                 connect: Connect) -> None:
+    folders = [f for f in gpu_folders(install_dir) if f.name.startswith("redisai_torch-")]
+    if not folders:
+        pytest.skip(f"no torch gpu variant in {install_dir} (opt-in: docs/gpu.md)")
+    name = folders[0].name[len("redisai_"):]
+    import torch_models  # noqa: PLC0415
+    blob, x = torch_models.cnn().blob, torch_models.cnn_sample(batch=1, seed=7)
+    c = connect(start_server(["TORCH", "torch"]))
+    assert c.execute("AI.CONFIG", "LOADBACKEND", "TORCH", name, "ISOLATED") == "OK"
+    reply = c.execute("AI.MODELSTORE", "g", "TORCH", "GPU:0", "BACKEND", name, "BLOB", blob)
+    assert reply == "GPU requested but Torch couldn't find CUDA"
+    assert c.execute("AI.MODELSTORE", "on_gpu_variant", "TORCH", "CPU", "BACKEND", name,
+                     "BLOB", blob) == "OK"
+    got = run_cnn(c, "TORCH", blob, x)   # stores "m" on the kind's default: the cpu variant
+    assert c.execute("AI.MODELEXECUTE", "on_gpu_variant", "INPUTS", 1, "x", "OUTPUTS", 1,
+                     "y2") == "OK"
+    np.testing.assert_allclose(np.frombuffer(c.execute("AI.TENSORGET", "y2", "BLOB"),
+                                             np.float32), got, rtol=1e-5, atol=1e-6)
+    rows = [dict(zip(r[::2], r[1::2])) for r in c.execute("AI.CONFIG", "LIST")]
+    loaded = {r[b"name"]: (r[b"variant"], r[b"isolated"]) for r in rows if r[b"loaded"] in (1, b"1")}
+    assert loaded[name.encode()] == (b"gpu", b"yes"), loaded
