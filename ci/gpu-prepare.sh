@@ -3,11 +3,12 @@
 # machine has no Redis and reaches no registry, so this gathers into .gpu-carry/ (git
 # ignores it; name it in the device call's carry) what the check needs from outside the
 # repository: Debian's redis-server with the libraries it needs beyond glibc and the C++
-# runtime, and redismodule.h as the build fetched it. About 15 MB.
+# runtime, and redismodule.h as the build fetched it. About 12 MB.
+# Usage: bash ci/gpu-prepare.sh [FOLDER]   (default .gpu-carry)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=.gpu-carry
-py=.venv/bin/python
+out=${1:-.gpu-carry}
+py=${PYTHON:-.venv/bin/python}
 server=$(command -v redis-server) || { echo "no redis-server: run bash ci/setup-and-test.sh or apt-get install redis-server" >&2; exit 1; }
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/include"

@@ -122,7 +122,7 @@ def close(a: np.ndarray, b: np.ndarray) -> str:
     return f"max |diff| {float(np.max(np.abs(a - b))):.2e} over {a.size} values"
 
 
-def check_all(c: RawClient, port: int, dev: str, blob: bytes) -> Checks:
+def check_all(c: RawClient, port: int, dev: str, blob: bytes, variant: str) -> Checks:
     ch = Checks()
     x = torch_models.cnn_sample(batch=1, seed=7)
     put(c, "x", x)
@@ -136,7 +136,7 @@ def check_all(c: RawClient, port: int, dev: str, blob: bytes) -> Checks:
         loaded = [r for r in rows if r.get(b"loaded") in (1, b"1", "1", True)
                   and r.get(b"kind") == b"TORCH"]
         variants = sorted({r[b"variant"].decode() for r in loaded})
-        assert variants == ["gpu"], rows
+        assert variants == [variant], rows
         return f"loaded TORCH backend variant {variants[0]}: {loaded[0][b'name'].decode()}"
 
     def cnn() -> str:
@@ -320,6 +320,7 @@ def main() -> int:
     ap.add_argument("--server-libs", default="",
                     help="LD_LIBRARY_PATH of redis-server: its carried libraries, CUDA's")
     ap.add_argument("--device", default="GPU:0")
+    ap.add_argument("--variant", default="gpu", help="the variant the loaded backend must have")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--reps", type=int, default=3)
@@ -329,7 +330,7 @@ def main() -> int:
     srv = Server(args.server, args.module, args.backend, args.out, args.server_libs)
     try:
         with RawClient(srv.port) as c:
-            checks = check_all(c, srv.port, args.device, blob)
+            checks = check_all(c, srv.port, args.device, blob, args.variant)
             timing = bench(c, srv.port, args.device, blob, args.seconds, args.reps)
             info = c.execute("INFO", "MODULES")
     finally:
