@@ -48,11 +48,14 @@ Server = tuple[str, str, str, pathlib.Path, list[str]]
 
 def measure(b: bench_floor.Backend, model: str, clients: int, seconds: float,
             requests_1: dict[str, int]) -> dict[str, Any]:
+    inline_before = b.inline_runs()
     if clients == 1:
         (res,) = b.load.run([b.cmds[model]], clients=1, requests=requests_1[model], warmup=50)
     else:
         (res,) = b.load.run([b.cmds[model]], clients=clients, seconds=seconds, warmup=10)
     res["loadavg1_after"] = os.getloadavg()[0]
+    # runs answered on the main thread (INLINE_RUN_MAX_US), warm-up included
+    res["inline_runs"] = b.inline_runs() - inline_before
     return res
 
 

@@ -53,6 +53,7 @@ static int applyLoadArg(RedisModuleCtx *ctx, RedisModuleString *k, RedisModuleSt
         return Config_ParsePositive(v, 1, &rai_config.backend_memory_limit);
     }
     if (!strcasecmp(key, "INLINE_RUN_MAX_US")) return Config_SetInlineMax(v);
+    if (!strcasecmp(key, "WORKER_SPIN_US")) return Config_SetWorkerSpin(v);
     return 0;
 }
 
@@ -222,6 +223,9 @@ static int configGet(RedisModuleCtx *ctx, RedisModuleString *name) {
     }
     if (!strcasecmp(n, "INLINE_RUN_MAX_US")) {
         return RedisModule_ReplyWithLongLong(ctx, rai_config.inline_run_max_us);
+    }
+    if (!strcasecmp(n, "WORKER_SPIN_US")) {
+        return RedisModule_ReplyWithLongLong(ctx, rai_config.worker_spin_us);
     }
     return RedisModule_ReplyWithNull(ctx);
 }

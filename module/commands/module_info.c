@@ -126,6 +126,7 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddSection(ctx, "inline_runs");
     RedisModule_InfoAddFieldLongLong(ctx, "inline_run_max_us", rai_config.inline_run_max_us);
     RedisModule_InfoAddFieldLongLong(ctx, "inline_runs", InlineRun_Count());
+    RedisModule_InfoAddFieldLongLong(ctx, "worker_spin_us", rai_config.worker_spin_us);
 
     /* Not in a crash report: it takes the isolation locks. */
     if (!for_crash_report) Iso_InfoSection(ctx, isKindDefault);

@@ -33,6 +33,7 @@ void Config_Init(const char *module_path) {
         .isolate_kinds = 0,
         .backend_start_timeout = 60000,
         .inline_run_max_us = RAI_DEFAULT_INLINE_RUN_MAX_US,
+        .worker_spin_us = RAI_DEFAULT_WORKER_SPIN_US,
     };
 }
 
@@ -76,5 +77,15 @@ int Config_SetInlineMax(RedisModuleString *s) {
         return 0;
     }
     rai_config.inline_run_max_us = v;
+    return 1;
+}
+
+int Config_SetWorkerSpin(RedisModuleString *s) {
+    long long v;
+    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK || v < 0 ||
+        v > RAI_MAX_WORKER_SPIN_US) {
+        return 0;
+    }
+    rai_config.worker_spin_us = v;
     return 1;
 }

@@ -30,6 +30,10 @@ typedef struct RAI_Config {
      * the main thread when nothing else waits (inline_run.h); 0: never.
      * Read and written on the main thread only. */
     long long inline_run_max_us;
+    /* WORKER_SPIN_US: how long a run-queue worker with nothing to do waits
+     * for the next request, yielding the CPU, before it sleeps, when at most
+     * one client waits for a queued run (run_queue.c); 0: it sleeps at once. */
+    long long worker_spin_us;
     /* UNSAFE_NO_ACL_CHECKS yes: on a server without the module ACL API
      * (core/server.h), run what cannot be checked against the caller's ACL
      * user (a script's redis.execute, keys Redis does not see) unchecked
@@ -44,6 +48,8 @@ extern RAI_Config rai_config;
 /* A run this long on the main thread is a stall that SLOWLOG would show;
  * the queue is there for such models. */
 #define RAI_MAX_INLINE_RUN_MAX_US 100000
+#define RAI_DEFAULT_WORKER_SPIN_US 200
+#define RAI_MAX_WORKER_SPIN_US 10000
 #define RAI_DEFAULT_MODEL_CHUNK_SIZE (511LL * 1024 * 1024) /* 535822336, as RedisAI 1.2 */
 
 /* Sets defaults; module_path is the file redisai.so was loaded from. */
@@ -55,5 +61,7 @@ void Config_SetBackendsPath(const char *path);
 int Config_ParsePositive(RedisModuleString *s, long long min, long long *out);
 /* INLINE_RUN_MAX_US from 0 to RAI_MAX_INLINE_RUN_MAX_US: 1, or 0 (not set). */
 int Config_SetInlineMax(RedisModuleString *s);
+/* WORKER_SPIN_US from 0 to RAI_MAX_WORKER_SPIN_US: 1, or 0 (not set). */
+int Config_SetWorkerSpin(RedisModuleString *s);
 
 #endif

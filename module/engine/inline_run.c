@@ -21,10 +21,12 @@ static void onPassEnd(void) {
 
 void InlineRun_QueuedStart(void) {
     queued_in_flight++;
+    RunQueue_NoteWaiting(queued_in_flight);
 }
 
 void InlineRun_QueuedEnd(void) {
     queued_in_flight--;
+    RunQueue_NoteWaiting(queued_in_flight);
 }
 
 long long InlineRun_Count(void) {
