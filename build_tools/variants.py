@@ -359,16 +359,14 @@ def side_folders(install: Path) -> list[SideFolder]:
         framework, version = m.header.get("framework", ""), m.header.get("version", "")
         if not wheel or not framework or not version:
             continue
+        variant = m.header.get("variant", "cpu")
         try:
-            req = parse_request(f"{framework}=={version}")
+            req = parse_request(f"{framework}=={version}", variant)
         except BuildError as exc:
             raise BuildError(f"{folder}: its manifest names {framework}=={version} from "
                              f"{wheel}, which cannot be rebuilt: {exc.message}") from None
         dist = wheel.split("-", 1)[0].replace("_", "-")
-        if dist in req.spec.distributions:
+        if variant != "gpu" and dist in req.spec.distributions:
             req = Request(spec=req.spec, distribution=dist, version=version)
-        variant = m.header.get("variant", "cpu")
-        if variant == "gpu":
-            req = parse_request(f"{framework}=={version}", variant)
         found.append(SideFolder(folder=folder.name, request=req, variant=variant, wheel=wheel))
     return found

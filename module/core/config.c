@@ -70,22 +70,18 @@ int Config_ParsePositive(RedisModuleString *s, long long min, long long *out) {
     return 1;
 }
 
-int Config_SetInlineMax(RedisModuleString *s) {
+/* An integer from 0 to max into *out: 1, or 0 (nothing set). */
+static int setBounded(RedisModuleString *s, long long max, long long *out) {
     long long v;
-    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK || v < 0 ||
-        v > RAI_MAX_INLINE_RUN_MAX_US) {
-        return 0;
-    }
-    rai_config.inline_run_max_us = v;
+    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK || v < 0 || v > max) return 0;
+    *out = v;
     return 1;
 }
 
+int Config_SetInlineMax(RedisModuleString *s) {
+    return setBounded(s, RAI_MAX_INLINE_RUN_MAX_US, &rai_config.inline_run_max_us);
+}
+
 int Config_SetWorkerSpin(RedisModuleString *s) {
-    long long v;
-    if (RedisModule_StringToLongLong(s, &v) != REDISMODULE_OK || v < 0 ||
-        v > RAI_MAX_WORKER_SPIN_US) {
-        return 0;
-    }
-    rai_config.worker_spin_us = v;
-    return 1;
+    return setBounded(s, RAI_MAX_WORKER_SPIN_US, &rai_config.worker_spin_us);
 }

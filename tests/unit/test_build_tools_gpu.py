@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from build_tools import build, check, gpu_libs, variants
+from build_tools import build, check, gpu_libs, manifest, variants
 from build_tools.errors import BuildError
 from build_tools.frameworks import Framework, spec_for
 
@@ -220,3 +220,18 @@ def test_check_lets_only_a_gpu_folder_take_the_driver_and_zlib(tmp_path: Path, v
     else:
         assert any("NEEDED libcuda.so.1" in p for p in row.problems), row.problems
         assert any("NEEDED libz.so.1" in p for p in row.problems), row.problems
+
+
+# --- a tree's gpu folders ------------------------------------------------------------------
+
+def test_a_torch_gpu_folder_of_a_tree_is_rebuilt_as_gpu(tmp_path: Path) -> None:
+    # `build` rebuilds every side-by-side folder of its tree: a Torch gpu folder must come
+    # back as a gpu request, although Torch is never built side by side as cpu
+    folder = tmp_path / "backends" / "redisai_torch-2.14.1-gpu"
+    folder.mkdir(parents=True)
+    manifest.write(folder, {"kind": "TORCH", "framework": "torch", "version": "2.14.1",
+                            "variant": "gpu",
+                            "source": f"torch-2.14.1-{TAG}-{TAG}-manylinux_2_28_x86_64.whl"}, {})
+    [found] = variants.side_folders(tmp_path)
+    assert (found.folder, found.variant) == ("redisai_torch-2.14.1-gpu", "gpu")
+    assert (found.request.distribution, found.request.variant) == ("torch", "gpu")
