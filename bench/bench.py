@@ -16,6 +16,7 @@ own redis-server on a free port (tests/support/redis_server.py's RedisServer) an
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import socket
@@ -137,6 +138,15 @@ def stop_checked(client: Client, srv: RedisServer, label: str) -> None:
     log = srv.log() if not alive else ""
     srv.stop()
     assert alive, f"{label} server died:\n{log}"
+
+
+def write_result(out: str | pathlib.Path, name: str, doc: dict) -> pathlib.Path:
+    """doc as <out>/<name>.json (the folder made if needed): a benchmark's result file."""
+    folder = pathlib.Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(doc, indent=1))
+    return path
 
 
 def timed(fn) -> float:

@@ -51,7 +51,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import json
 import os
 import pathlib
 import re
@@ -592,10 +591,7 @@ def main() -> int:
            "ratios": [ratios(run) for run in runs],
            "spread": spread(repeat) if len(repeat) > 1 else [],
            "window_spread": [window_spread(run) for run in runs]}
-    out = pathlib.Path(opts.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"instructions-{stamp}.json"
-    path.write_text(json.dumps(doc, indent=1))
+    path = base.write_result(opts.out, f"instructions-{stamp}", doc)
     print(f"\nwrote {path}; total {time.perf_counter() - t0:.0f} s")
     return 0
 

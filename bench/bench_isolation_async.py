@@ -207,10 +207,7 @@ def main() -> int:
            "rounds": rounds, "summary": summary, "loadavg": [loadavg_start, os.getloadavg()],
            "settings": {"THREADS_PER_QUEUE": 1, "seconds": opts.seconds,
                         "requests": opts.requests, "clients_cnn": 32}}
-    out = pathlib.Path(opts.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"isolation-async-{stamp}.json"
-    path.write_text(json.dumps(doc, indent=1))
+    path = base.write_result(opts.out, f"isolation-async-{stamp}", doc)
     print(f"\nwrote {path}")
     return 0
 

@@ -201,10 +201,7 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     doc["loadavg_end"] = os.getloadavg()
     doc["summary"] = report(doc, servers, [t[0] for t in trees], fixed, cells_run)
-    out = pathlib.Path(opts.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"threads-{stamp}.json"
-    path.write_text(json.dumps(doc, indent=1))
+    path = base.write_result(opts.out, f"threads-{stamp}", doc)
     print(f"\nwrote {path}; total {time.perf_counter() - t0:.0f} s")
     return 0
 

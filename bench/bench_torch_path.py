@@ -338,10 +338,7 @@ def main() -> int:
            "installs": {v.label: {"dir": str(v.install), "env": v.extra_env, "config": v.configs}
                         for v in variants},
            "models": results}
-    out = pathlib.Path(opts.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"torch-path-{stamp}.json"
-    path.write_text(json.dumps(doc, indent=1))
+    path = base.write_result(opts.out, f"torch-path-{stamp}", doc)
     print(f"\nwrote {path}; total {time.perf_counter() - t_start:.0f} s")
     return 0
 

@@ -154,10 +154,11 @@ class _Side:
     wheel: str
 
 
-def _compile_side(req: variants.Request, variant: str, redismodule_dir: Path, sha: str,
+def _compile_side(req: variants.Request, redismodule_dir: Path, sha: str,
                   jobs: int, build_root: Path) -> _Side:
     """Compiles one backend against req's wheel in build/variants/<folder>/."""
     fw, wheel = variants.framework_from_wheel(req)
+    variant = req.variant
     folder = backend_folder_name(fw.spec.backend, fw.version, variant)
     _say(f"{folder}: {fw.spec.display_name} {fw.version} from {wheel}; {variants.headers_note(fw)}")
     build_dir = build_root / "variants" / folder
@@ -213,7 +214,7 @@ def build_variant(request: str, variant: str = "cpu", jobs: int = 2,
                          f"build` builds it (folder redisai_{req.spec.backend}-{own.version}-"
                          f"{variant})")
     _say(f"{req}, variant {variant}, into {install}")
-    side = _compile_side(req, variant, headers.redismodule_include_dir(), git_sha(), jobs,
+    side = _compile_side(req, headers.redismodule_include_dir(), git_sha(), jobs,
                          build_root)
     _lay_out_side(install, side, build_root, make_default)
     _say("done")
@@ -253,18 +254,18 @@ def build(variant: str = "cpu", jobs: int = 2, build_dir: Path | None = None,
     # Side-by-side folders: those the tree holds (rebuilt, so that they follow the
     # backend's sources) and those asked for now. Checked before anything compiles.
     main_folders = {backend_folder_name(fw.spec.backend, fw.version, variant) for fw in chosen}
-    wanted: dict[str, tuple[variants.Request, str]] = {}
+    wanted: dict[str, variants.Request] = {}
     for sf in variants.side_folders(install):
         if sf.folder in main_folders:
             _say(f"{sf.folder}: now this environment's version: built as such")
             continue
-        wanted[sf.folder] = (sf.request, sf.variant)
+        wanted[sf.folder] = sf.request
     for req in requests:
         folder = backend_folder_name(req.spec.backend, req.version, variant)
         if folder in main_folders:
             raise BuildError(f"--with {req}: that is the version in this environment, "
                              "built anyway")
-        wanted[folder] = (req, variant)
+        wanted[folder] = req
     links: dict[str, str] = {}
     for req in wanted_defaults:
         folder = backend_folder_name(req.spec.backend, req.version, variant)
@@ -284,8 +285,7 @@ def build(variant: str = "cpu", jobs: int = 2, build_dir: Path | None = None,
         if not lib.is_file():
             raise BuildError(f"the build produced no {lib}")
         built.append(BuiltBackend(framework=fw, library=lib, variant=variant))
-    sides = [_compile_side(req, v, redismodule_dir, sha, jobs, build_dir)
-             for req, v in wanted.values()]
+    sides = [_compile_side(req, redismodule_dir, sha, jobs, build_dir) for req in wanted.values()]
 
     _say(f"laying out {install}")
     lay_out(install, core, built, build_dir / "install-manifest.json",

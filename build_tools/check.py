@@ -180,8 +180,7 @@ class _Checker:
         self.rows: list[Row] = []
 
     def _system_runtime(self, name: str) -> bool:
-        return bool(_SYSTEM_RUNTIME.match(name)
-                    or (self.sanitized and _ASAN_RUNTIME.match(name)))
+        return is_system_runtime(name) or bool(self.sanitized and _ASAN_RUNTIME.match(name))
 
     def rel(self, path: Path) -> str:
         try:
@@ -306,15 +305,15 @@ class _Checker:
         self.rows.append(row)
         # The libraries the backend pulls from lib/, and theirs, recursively; then
         # those nothing NEEDs (a framework opens them with dlopen), each the same way.
-        unreached = sorted(p for p in (folder / "lib").glob("*.so*")
-                           if p.is_file() and not p.is_symlink())
-        while libs or unreached:
-            if not libs:
-                lib = unreached.pop(0)
-                if lib.resolve() not in seen:
-                    seen.add(lib.resolve())
-                    libs.append(lib)
-                continue
+        self._check_libs(folder, libs, seen)
+        for lib in sorted((folder / "lib").glob("*.so*")):
+            if lib.is_file() and not lib.is_symlink() and lib.resolve() not in seen:
+                seen.add(lib.resolve())
+                self._check_libs(folder, [lib], seen)
+
+    def _check_libs(self, folder: Path, libs: list[Path], seen: set[Path]) -> None:
+        """A row for each of libs and for each library of folder they need, recursively."""
+        while libs:
             lib = libs.pop(0)
             linfo = read_elf(lib.resolve(), with_exports=False)
             lrow = Row(self.rel(lib), self._runpath_text(linfo), exports_ok=None)

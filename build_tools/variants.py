@@ -93,7 +93,7 @@ def parse_request(text: str, variant: str = "cpu") -> Request:
                                  f"backends that can: {able}; as variant gpu: {gpu}")
             dist = name if name in spec.distributions else spec.distributions[0]
             check_api_level(spec, version)
-            return Request(spec=spec, distribution=dist, version=version)
+            return Request(spec=spec, distribution=dist, version=version, variant=variant)
     known = ", ".join(d for s in FRAMEWORKS for d in s.distributions)
     raise BuildError(f"unknown framework {name!r} in {text!r}: one of {known}")
 
@@ -266,17 +266,12 @@ def fetch_gpu_wheels(req: Request) -> list[Path]:
 
 def unpack_gpu_wheels(wheels: Sequence[Path], req: Request) -> Path:
     """<cache>/frameworks/<wheel name>-gpu/: the framework's wheel as unpack_wheel
-    takes it plus the libraries it links or opens, and the CUDA wheels' libraries."""
-    gpu = req.spec.gpu
-    assert gpu is not None
-    extra = [*gpu.link, *gpu.opened]
-
-    # Every shared object beside the framework's own libraries: the closure picks.
+    takes it plus every shared object beside its libraries (those it links or opens
+    among them: the closure picks), and the CUDA wheels' libraries."""
     lib_dirs = {str(PurePosixPath(lib).parent) for lib in req.spec.libraries}
 
     def from_main(name: str) -> bool:
         return (_wanted(name, req.spec, req.version)
-                or any(fnmatch.fnmatchcase(name, p) for p in extra)
                 or (str(PurePosixPath(name).parent) in lib_dirs and ".so" in name))
 
     def from_cuda(name: str) -> bool:
@@ -338,8 +333,11 @@ class SideFolder:
 
     folder: str
     request: Request
-    variant: str
     wheel: str
+
+    @property
+    def variant(self) -> str:
+        return self.request.variant
 
 
 def side_folders(install: Path) -> list[SideFolder]:
@@ -367,6 +365,6 @@ def side_folders(install: Path) -> list[SideFolder]:
                              f"{wheel}, which cannot be rebuilt: {exc.message}") from None
         dist = wheel.split("-", 1)[0].replace("_", "-")
         if variant != "gpu" and dist in req.spec.distributions:
-            req = Request(spec=req.spec, distribution=dist, version=version)
-        found.append(SideFolder(folder=folder.name, request=req, variant=variant, wheel=wheel))
+            req = dataclasses.replace(req, distribution=dist)
+        found.append(SideFolder(folder=folder.name, request=req, wheel=wheel))
     return found

@@ -9,24 +9,21 @@
 #include "loader/backend_loader.h"
 
 /* An inline run happened in this pass. Only an inline run needs marking: a
- * queued one keeps every later request of the pass queued through
- * queued_in_flight (its reply comes in beforeSleep at the earliest). */
+ * queued one keeps every later request of the pass queued through the count
+ * of clients waiting (its reply comes in beforeSleep at the earliest). */
 static int ran_this_pass = 0;
 static long long inline_runs = 0;
-static long long queued_in_flight = 0;
 
 static void onPassEnd(void) {
     ran_this_pass = 0;
 }
 
 void InlineRun_QueuedStart(void) {
-    queued_in_flight++;
-    RunQueue_NoteWaiting(queued_in_flight);
+    RunQueue_ClientWaits(1);
 }
 
 void InlineRun_QueuedEnd(void) {
-    queued_in_flight--;
-    RunQueue_NoteWaiting(queued_in_flight);
+    RunQueue_ClientWaits(-1);
 }
 
 long long InlineRun_Count(void) {
@@ -41,7 +38,9 @@ static int shortEnough(const RAI_Model *m, size_t in_bytes) {
 
 int InlineRun_Decide(RedisModuleCtx *ctx, const RAI_Model *m, size_t in_bytes,
                      RAI_RunQueue *q) {
-    if (ran_this_pass || queued_in_flight > 0 || rai_config.inline_run_max_us <= 0) return 0;
+    if (ran_this_pass || RunQueue_ClientsWaiting() > 0 || rai_config.inline_run_max_us <= 0) {
+        return 0;
+    }
     if (m == NULL) return 0;
     if (m->batchsize > 0 || Backend_IsIsolated(m->be)) return 0;
     if (!shortEnough(m, in_bytes) || !RunQueue_Idle(q)) return 0;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/async_run.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/device.h"
 #include "redismodule.h"
@@ -115,17 +116,16 @@ static void awaitAnswers(RAI_RunQueue *q, const AsyncRun_Ops *async, int wake_fd
     if (wake_fd >= 0) q->pollers--;
 }
 
-/* Clients waiting for a queued run, as the main thread last counted them. */
+/* Clients waiting for a queued run: written by the main thread, read by
+ * workers deciding whether to spin. */
 static long long clients_waiting = 0;
 
-void RunQueue_NoteWaiting(long long waiting) {
-    __atomic_store_n(&clients_waiting, waiting, __ATOMIC_RELAXED);
+void RunQueue_ClientWaits(int delta) {
+    __atomic_add_fetch(&clients_waiting, delta, __ATOMIC_RELAXED);
 }
 
-static long long elapsedUs(const struct timespec *t0) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (t.tv_sec - t0->tv_sec) * 1000000LL + (t.tv_nsec - t0->tv_nsec) / 1000;
+long long RunQueue_ClientsWaiting(void) {
+    return __atomic_load_n(&clients_waiting, __ATOMIC_RELAXED);
 }
 
 /* Before a worker with nothing to do sleeps: when at most one client waits
@@ -137,12 +137,11 @@ static long long elapsedUs(const struct timespec *t0) {
  * once. Called and returns under lock: 1 when a push came. */
 static int spinForPush(RAI_RunQueue *q) {
     long long spin_us = rai_config.worker_spin_us;
-    if (spin_us <= 0 || __atomic_load_n(&clients_waiting, __ATOMIC_RELAXED) > 1) return 0;
+    if (spin_us <= 0 || RunQueue_ClientsWaiting() > 1) return 0;
     unsigned long seen = q->pushes;
     pthread_mutex_unlock(&q->lock);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (__atomic_load_n(&q->pushes, __ATOMIC_ACQUIRE) == seen && elapsedUs(&t0) < spin_us) {
+    long long end = Clock_NowUs() + spin_us;
+    while (__atomic_load_n(&q->pushes, __ATOMIC_ACQUIRE) == seen && Clock_NowUs() < end) {
         sched_yield();
     }
     pthread_mutex_lock(&q->lock);

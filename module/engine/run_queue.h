@@ -54,9 +54,12 @@ size_t RunQueue_Count(void);
 /* INFO fields ai_queue_<DEVICE>_bthread_n<i>_used_cpu_total. Main thread. */
 void RunQueue_InfoCpu(RedisModuleInfoCtx *ctx);
 
-/* Main thread: how many clients wait for a queued run now. A worker with
- * nothing to do waits for the next push a while before it sleeps only when
- * at most one does: a lone client's next request then finds it awake. */
-void RunQueue_NoteWaiting(long long waiting);
+/* Clients waiting for a queued run: +1 when one is blocked for it, -1 when
+ * its blocked client is freed (main thread). A worker with nothing to do
+ * waits for the next push a while before it sleeps only when at most one
+ * does: a lone client's next request then finds it awake. Inline runs
+ * (inline_run.h) need none waiting. */
+void RunQueue_ClientWaits(int delta);
+long long RunQueue_ClientsWaiting(void);
 
 #endif

@@ -6,16 +6,19 @@ from typing import Any
 
 import pytest
 
-from build_tools import variants
+from build_tools import servers, variants
 
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """build_tools' cache in tmp_path; running pip (variants.run_quiet) fails the test."""
+    """build_tools' cache in tmp_path; running pip or apt-get (variants', servers') fails
+    the test."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
 
-    def no_pip(*args: Any, **kwargs: Any) -> str:
-        raise AssertionError(f"pip must not run here: {args}")
+    def no_network(*args: Any, **kwargs: Any) -> str:
+        raise AssertionError(f"nothing may be downloaded here: {args}")
 
-    monkeypatch.setattr(variants, "run_quiet", no_pip)
+    monkeypatch.setattr(variants, "run_quiet", no_network)
+    monkeypatch.setattr(servers, "run_quiet", no_network)
+    monkeypatch.setattr(servers, "openssl11_dir", no_network)
     return tmp_path / "redisai-build"

@@ -8,7 +8,6 @@ import dataclasses
 import os
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -30,19 +29,6 @@ def make_wheel(folder: Path, members: dict[str, str]) -> Path:
         for name, text in members.items():
             z.writestr(name, text)
     return wheel
-
-
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """build_tools' cache in tmp_path; running pip or apt-get fails the test."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-
-    def no_network(*args: Any, **kwargs: Any) -> str:
-        raise AssertionError(f"nothing may be downloaded here: {args}")
-
-    monkeypatch.setattr(servers, "run_quiet", no_network)
-    monkeypatch.setattr(servers, "openssl11_dir", no_network)
-    return tmp_path / "redisai-build"
 
 
 # --- names and pins ----------------------------------------------------------------------
