@@ -8,7 +8,10 @@ microseconds before it sleeps, when at most one client waits for a queued run.
   clients at once and after the worker went to sleep all answer what they should (a lost
   wake-up would hang here);
 * the spin happens, and ends: with WORKER_SPIN_US 10000 a lone client's requests 20 ms apart
-  cost the worker CPU time, with 0 they cost it almost none (INFO's per-worker CPU).
+  cost the worker CPU time, with 0 they cost it almost none (INFO's per-worker CPU);
+* a restricted ACL user (no @admin, key patterns) runs queued models on its keys only, reads
+  the setting with `AI.CONFIG GET` as it reads the others, cannot load code, and a user
+  without `ai.config` cannot read it.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import pytest
 import engine_models as em
 from helpers import assert_ok, info_field
 from redis_server import RedisServer, start_expecting_failure
-from resp import RawClient
+from resp import RawClient, RespError
 
 pytestmark = pytest.mark.inprocess_only("the in-process run queue's workers")
 
@@ -114,3 +117,32 @@ def test_the_spin_happens_and_ends(module_path, onnx_backend_path) -> None:
     # without the spin each request costs the worker microseconds
     assert spent["0"] < 0.05, spent
     assert spent["10000"] > 0.05, spent
+
+
+def test_a_restricted_user_runs_its_keys_reads_the_setting_and_loads_nothing(
+        module_path, onnx_backend_path) -> None:
+    s = start(module_path, onnx_backend_path)
+    try:
+        with RawClient(s.port) as c, RawClient(s.port) as u, RawClient(s.port) as v:
+            store(c)
+            assert_ok(c.execute("ACL", "SETUSER", "app", "on", ">pw", "-@all", "+ai.config",
+                                "+ai.modelexecute", "+ai.tensorset", "+ai.tensorget", "~in*",
+                                "~out*", "~m"))
+            assert_ok(c.execute("ACL", "SETUSER", "plain", "on", ">pw", "-@all",
+                                "+ai.tensorget", "~*"))
+            assert_ok(c.execute("AI.TENSORSET", "secret", "FLOAT", 1, 2, "VALUES", 5, 6))
+            assert_ok(u.execute("AUTH", "app", "pw"))
+            for i in range(20):
+                run_and_check(u, i)
+            reply = u.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "secret", "OUTPUTS", 1,
+                              "out_s")
+            assert isinstance(reply, RespError) and str(reply).startswith("NOPERM"), reply
+            assert c.execute("EXISTS", "out_s") == 0
+            assert u.execute("AI.CONFIG", "GET", "WORKER_SPIN_US") == 200
+            reply = u.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(onnx_backend_path))
+            assert isinstance(reply, RespError) and str(reply).startswith("NOPERM"), reply
+            assert_ok(v.execute("AUTH", "plain", "pw"))
+            reply = v.execute("AI.CONFIG", "GET", "WORKER_SPIN_US")
+            assert isinstance(reply, RespError) and str(reply).startswith("NOPERM"), reply
+    finally:
+        s.stop()
