@@ -1,13 +1,16 @@
 """Isolated runs in flight (issue 22 item 3; not a test): isolated vs in-process, before and
 after, in one run, with one client program.
 
-Three servers from the same install tree, all `THREADS_PER_QUEUE 1`, TORCH and ONNX loaded:
+Four servers from the same install tree, all `THREADS_PER_QUEUE 1`, TORCH and ONNX loaded:
 
 * `in-process`: the backends in Redis;
 * `isolated`: `ISOLATE TORCH ISOLATE ONNX`, runs in flight (a worker hands up to 4 runs to its
-  host and takes the next request at once: docs/isolation.md "Runs in flight");
-* `isolated-wait`: the same with `REDISAI_ISOLATED_IN_FLIGHT=0` in its environment: the worker
-  waits for each run, as before runs could be in flight (the "before" column).
+  host and takes the next request at once: docs/isolation.md "Runs in flight"), messages
+  through each channel's shared-memory ring ("The ring");
+* `isolated-socket`: the same with `REDISAI_ISOLATED_RING=0` in its environment: every message
+  through the channel's socket, as before the ring;
+* `isolated-wait`: with `REDISAI_ISOLATED_IN_FLIGHT=0 REDISAI_ISOLATED_RING=0`: the worker
+  waits for each run over the socket, as before runs could be in flight.
 
 Measured with bench/floor/rai_load.c (a C closed-loop client), the models of
 bench/floor_models.py, in `--rounds` (>= 3) alternating rounds, the servers' order rotating
@@ -52,8 +55,31 @@ from redis_server import RedisServer  # noqa: E402
 
 KINDS = ("TORCH", "ONNX")
 BACKEND_DIRS = {"TORCH": "torch", "ONNX": "onnxruntime"}
-SERVERS = ("in-process", "isolated", "isolated-wait")
+SERVERS = ("in-process", "isolated", "isolated-socket", "isolated-wait")
+ISOLATED = SERVERS[1:]
 PING = floor_tools.resp("PING")
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of redis-server and its children (the backend hosts)."""
+    ticks = 0
+    for p in [pid, *_children(pid)]:
+        try:
+            fields = pathlib.Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 class Server:
@@ -70,8 +96,11 @@ class Server:
         args += ["THREADS_PER_QUEUE", "1"]
         env = dict(os.environ)
         env.pop("REDISAI_ISOLATED_IN_FLIGHT", None)
+        env.pop("REDISAI_ISOLATED_RING", None)
         if label == "isolated-wait":
             env["REDISAI_ISOLATED_IN_FLIGHT"] = "0"
+        if label in ("isolated-socket", "isolated-wait"):
+            env["REDISAI_ISOLATED_RING"] = "0"
         self.srv = RedisServer(install / "redisai.so", args, env=env)
         self.client = base.Client(self.srv.port)
         self.load = floor_tools.Load(load_exe, self.srv.port, work / label)
@@ -139,18 +168,22 @@ def main() -> int:
                 s.load.run([cmd], clients=4, requests=200, warmup=20)
                 s.check(model, kind)
         for r in range(opts.rounds):
-            order = SERVERS[r % 3:] + SERVERS[:r % 3]
+            order = SERVERS[r % len(SERVERS):] + SERVERS[:r % len(SERVERS)]
             rnd: dict[str, Any] = {"order": list(order), "cnn_32": {}, "trivial_1": {}}
             for kind in KINDS:
                 rnd["cnn_32"][kind] = {}
                 for label in order:
                     s = servers[label]
+                    cpu0 = _cpu_s(s.srv.proc.pid)
                     res = s.load.run([s.cmds[("cnn", kind)]], clients=32, seconds=opts.seconds,
                                      warmup=10)
+                    cpu = _cpu_s(s.srv.proc.pid) - cpu0
+                    res[0]["server_cpu_us_per_request"] = cpu * 1e6 / max(1, res[0]["count"])
                     rnd["cnn_32"][kind][label] = res[0]
                     s.check("cnn", kind)
-                    print(f"round {r + 1} CNN {kind:5} 32 clients {label:13} "
-                          f"{res[0]['rps']:8.0f}/s", flush=True)
+                    print(f"round {r + 1} CNN {kind:5} 32 clients {label:15} "
+                          f"{res[0]['rps']:8.0f}/s, server CPU "
+                          f"{res[0]['server_cpu_us_per_request']:5.1f} us/request", flush=True)
             for kind in KINDS:
                 rnd["trivial_1"][kind] = {}
                 for label in order:
@@ -183,24 +216,29 @@ def main() -> int:
         rps = {lab: [rd["cnn_32"][kind][lab]["rps"] for rd in rounds] for lab in SERVERS}
         summary["cnn_32_rps"][kind] = {lab: base.med(v) for lab, v in rps.items()}
         summary["cnn_32_ratio"][kind] = {}
-        for lab in ("isolated", "isolated-wait"):
+        for lab in ISOLATED:
             ratios = [a / b for a, b in zip(rps[lab], rps["in-process"])]
             summary["cnn_32_ratio"][kind][lab] = {"median": base.med(ratios), "min": min(ratios),
                                                   "max": max(ratios)}
-            print(f"CNN {kind:5} 32 clients  {lab:13}/in-process {base.med(ratios):.3f} "
+            print(f"CNN {kind:5} 32 clients  {lab:15}/in-process {base.med(ratios):.3f} "
                   f"[{min(ratios):.3f} .. {max(ratios):.3f}]  ({base.med(rps[lab]):.0f}/s vs "
                   f"{base.med(rps['in-process']):.0f}/s)")
+        cpu = {lab: base.med([rd["cnn_32"][kind][lab]["server_cpu_us_per_request"]
+                              for rd in rounds]) for lab in SERVERS}
+        summary.setdefault("cnn_32_server_cpu_us_per_request", {})[kind] = cpu
+        print(f"CNN {kind:5} 32 clients  server CPU us/request (redis-server + hosts): "
+              + ", ".join(f"{lab} {v:.1f}" for lab, v in cpu.items()))
     for kind in KINDS:
         p50 = {lab: [rd["trivial_1"][kind][lab]["run"]["p50_us"] for rd in rounds]
                for lab in (*SERVERS, "in-process-queued")}
         summary["trivial_p50_us"][kind] = {lab: base.med(v) for lab, v in p50.items()}
         summary["trivial_overhead_us"][kind] = {}
         for base_lab in ("in-process", "in-process-queued"):
-            for lab in ("isolated", "isolated-wait"):
+            for lab in ISOLATED:
                 over = [a - b for a, b in zip(p50[lab], p50[base_lab])]
                 summary["trivial_overhead_us"][kind][f"{lab} - {base_lab}"] = {
                     "median": base.med(over), "min": min(over), "max": max(over)}
-                print(f"trivial {kind:5} 1 client p50 {lab:13} - {base_lab:17} "
+                print(f"trivial {kind:5} 1 client p50 {lab:15} - {base_lab:17} "
                       f"{base.med(over):6.1f} us [{min(over):.1f} .. {max(over):.1f}]  "
                       f"({base_lab} p50 {base.med(p50[base_lab]):.1f} us)")
     doc = {"timestamp": stamp, "install": str(install), "cores": os.cpu_count(),

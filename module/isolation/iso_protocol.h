@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #define ISO_MAGIC 0x48494152u /* "RAIH" little-endian */
-#define ISO_PROTOCOL_VERSION 1
+#define ISO_PROTOCOL_VERSION 2
 #define ISO_INLINE_MAX (64 * 1024) /* inline payload; more goes to a bulk memfd */
 #define ISO_BULK_MAX (4ULL << 30)  /* a model blob may be large, not unbounded */
 #define ISO_MAX_FDS 8              /* descriptors attached to one message */
@@ -43,7 +43,7 @@
  * Request id k places its tensors in part k % ISO_PIPELINE_DEPTH of each
  * arena, so the parts of the runs in flight never overlap: consecutive ids
  * in flight, at most ISO_PIPELINE_DEPTH of them. */
-#define ISO_PIPELINE_DEPTH 4
+#define ISO_PIPELINE_DEPTH 8
 
 /* The part of an arena of `len` bytes that request `id` writes. */
 static inline void Iso_ArenaPart(uint64_t id, size_t len, size_t *base, size_t *part_len) {
@@ -80,7 +80,8 @@ typedef enum IsoMsgType {
     ISO_MSG_EXITING = 22,
     ISO_MSG_SHUTDOWN = 23,
     ISO_MSG_ERROR = 24,
-    ISO_MSG_TYPE_MAX = 24,
+    ISO_MSG_DOORBELL = 25, /* no payload: "look at the ring" (iso_ring.h) */
+    ISO_MSG_TYPE_MAX = 25,
 } IsoMsgType;
 
 #define ISO_F_BULK 0x1u

@@ -41,6 +41,7 @@ static const char *type_names[ISO_MSG_TYPE_MAX + 1] = {
     [ISO_MSG_EXITING] = "EXITING",
     [ISO_MSG_SHUTDOWN] = "SHUTDOWN",
     [ISO_MSG_ERROR] = "ERROR",
+    [ISO_MSG_DOORBELL] = "DOORBELL",
 };
 
 const char *Iso_MsgTypeName(uint16_t type) {
@@ -364,6 +365,22 @@ static int mapBulk(IsoMsg *m, char *why, size_t whylen) {
 }
 
 int Iso_Recv(int sock, IsoMsg *m, char *why, size_t whylen) {
+    return Iso_RecvFlags(sock, m, 0, why, whylen);
+}
+
+int Iso_FromBytes(IsoMsg *m, unsigned char *buf, size_t n, char *why, size_t whylen) {
+    *m = (IsoMsg){.nfds = 0, .buf = buf};
+    for (int i = 0; i < ISO_MAX_FDS; i++) m->fds[i] = -1;
+    int rc = checkHeader(m, (ssize_t)n, why, whylen);
+    if (rc != 1) return rc;
+    if (m->h.flags != 0 || m->h.bulk_len != 0)
+        return malformed(m, why, whylen, "a ring message cannot be bulk");
+    m->payload = m->buf + sizeof(IsoHeader);
+    m->payload_len = m->h.inline_len;
+    return 1;
+}
+
+int Iso_RecvFlags(int sock, IsoMsg *m, int flags, char *why, size_t whylen) {
     *m = (IsoMsg){.nfds = 0};
     for (int i = 0; i < ISO_MAX_FDS; i++) m->fds[i] = -1;
     m->buf = malloc(sizeof(IsoHeader) + ISO_INLINE_MAX);
@@ -379,13 +396,13 @@ int Iso_Recv(int sock, IsoMsg *m, char *why, size_t whylen) {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
     ssize_t n;
     do {
-        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
     } while (n < 0 && errno == EINTR);
     if (n < 0) {
         int e = errno;
         IsoMsg_Free(m);
         errno = e;
-        return -1;
+        return (e == EAGAIN || e == EWOULDBLOCK) && (flags & MSG_DONTWAIT) ? -3 : -1;
     }
     int bad_cmsg = takeFds(&mh, m);
     if (n == 0 && m->nfds == 0) {

@@ -91,6 +91,12 @@ int Iso_SendError(int sock, uint64_t id, const char *text);
  * system error; -2 when the datagram is malformed, with the reason in why.
  * Every descriptor received is closed again on failure. */
 int Iso_Recv(int sock, IsoMsg *m, char *why, size_t whylen);
+/* The same with recvmsg flags: with MSG_DONTWAIT, -3 when nothing came. */
+int Iso_RecvFlags(int sock, IsoMsg *m, int flags, char *why, size_t whylen);
+/* A message copied out of a ring (iso_ring.h): buf (malloc'd, n bytes,
+ * header first) becomes m's and is checked as a datagram without
+ * descriptors. 1, or -2 (malformed, buf freed) with the reason in why. */
+int Iso_FromBytes(IsoMsg *m, unsigned char *buf, size_t n, char *why, size_t whylen);
 /* Closes the descriptors still in m (those the caller did not take, set to
  * -1 when taken) and unmaps its payload. */
 void IsoMsg_Free(IsoMsg *m);

@@ -96,6 +96,32 @@ static void fault_garbage(void) {
     (void)n;
 }
 
+/* The host-to-core counters follow the core-to-host ones (iso_ring.h):
+ * the writer's count of that direction lies 128 bytes into the memfd. It
+ * is written again and again, so that the host's own publish does not
+ * hide it for long. */
+static void *ring_garbage_thread(void *arg) {
+    (void)arg;
+    for (int round = 0; round < 2000; round++) {
+        FILE *f = fopen("/proc/self/maps", "r");
+        char line[512];
+        while (f && fgets(line, sizeof(line), f)) {
+            if (!strstr(line, "redisai-ring")) continue;
+            unsigned long lo = strtoul(line, NULL, 16);
+            volatile uint64_t *head = (volatile uint64_t *)(lo + 128);
+            *head = 0xdead0000ULL;
+        }
+        if (f) fclose(f);
+        usleep(1000);
+    }
+    return NULL;
+}
+
+static void fault_ring_garbage(void) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, ring_garbage_thread, NULL) == 0) pthread_detach(t);
+}
+
 static const char *magic_name(int magic) {
     switch (magic) {
     case FAULT_SEGV: return "SIGSEGV";
@@ -106,6 +132,7 @@ static const char *magic_name(int magic) {
     case FAULT_GARBAGE: return "garbage on fd 3";
     case FAULT_FPE: return "SIGFPE";
     case FAULT_KILL: return "SIGKILL";
+    case FAULT_RING_GARBAGE: return "garbage in the ring";
     default: return "?";
     }
 }
@@ -115,7 +142,8 @@ static const char *magic_name(int magic) {
  * write on fd 3, which in Redis is some other file. */
 static int fault_allowed(int magic, RAI_Error *err) {
     if (fault.mode == FAULT_MODE_HOST ||
-        (fault.mode == FAULT_MODE_IN_PROCESS_FATAL && magic != FAULT_GARBAGE)) {
+        (fault.mode == FAULT_MODE_IN_PROCESS_FATAL && magic != FAULT_GARBAGE &&
+         magic != FAULT_RING_GARBAGE)) {
         return 1;
     }
     fault.host->error_set(err,
@@ -441,7 +469,7 @@ static int read_magic(RAI_Tensor *t) {
     if (v >= FAULT_SEGV && v <= FAULT_KILL && v == (double)(int)v) {
         return (int)v;
     }
-    return 0;
+    return v == FAULT_RING_GARBAGE ? FAULT_RING_GARBAGE : 0;
 }
 
 static RAI_Tensor *copy_tensor(RAI_Tensor *t) {
@@ -486,7 +514,8 @@ int fault_model_run(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inp
         host->error_set(err, "%s", m->error_text);
         return -1;
     }
-    if (magic >= FAULT_SEGV && magic <= FAULT_KILL && !fault_allowed(magic, err)) {
+    if (((magic >= FAULT_SEGV && magic <= FAULT_KILL) || magic == FAULT_RING_GARBAGE) &&
+        !fault_allowed(magic, err)) {
         return -1;
     }
     switch (magic) {
@@ -498,6 +527,7 @@ int fault_model_run(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inp
     case FAULT_GARBAGE: fault_garbage(); break; /* then the identity: the core must notice */
     case FAULT_FPE: raise(SIGFPE); break;
     case FAULT_KILL: raise(SIGKILL); break;
+    case FAULT_RING_GARBAGE: fault_ring_garbage(); break; /* then the identity */
     default: break;
     }
     for (size_t i = 0; i < noutputs; i++) {

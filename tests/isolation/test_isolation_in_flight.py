@@ -1,7 +1,7 @@
 """Isolated model runs in flight (issue 22 item 3, docs/isolation.md "Runs in flight").
 
 A run-queue worker hands a model run to its backend host and takes the next request at once,
-up to ISO_PIPELINE_DEPTH (4) runs in flight per worker; the host serves them one after another
+up to ISO_PIPELINE_DEPTH (8) runs in flight per worker; the host serves them one after another
 and its answers complete the requests. The fault-injection backend (tests/fault_backend/) makes
 the host's one run hang (magic 3), so that the runs sent behind it are provably in flight
 (INFO's `inflight`), and then the host is killed, timed out, or the model deleted: the run that
@@ -27,7 +27,7 @@ from redis_server import RedisServer
 from resp import RawClient, RespError
 
 HANG = 3  # fault backend magic: the run never returns
-DEPTH = 4  # ISO_PIPELINE_DEPTH
+DEPTH = 8  # ISO_PIPELINE_DEPTH
 
 
 def _info(c: RawClient) -> dict:

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 MAGIC = 0x48494152
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 INLINE_MAX = 64 * 1024
 MAX_FDS = 8
 ARENA_SIZE = 8 << 20

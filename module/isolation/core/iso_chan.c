@@ -49,6 +49,18 @@ static pthread_key_t chan_key;
 static pthread_once_t chan_once = PTHREAD_ONCE_INIT;
 static uint64_t next_channel_id;
 
+/* REDISAI_ISOLATED_RING=0 in Redis's environment: channels carry every
+ * message on their socket, as before the ring (for comparisons, like
+ * REDISAI_ISOLATED_IN_FLIGHT; not a setting). Read at the first channel. */
+static int useRing(void) {
+    static int use = -1;
+    if (__atomic_load_n(&use, __ATOMIC_RELAXED) < 0) {
+        const char *env = getenv("REDISAI_ISOLATED_RING");
+        __atomic_store_n(&use, !(env && !strcmp(env, "0")), __ATOMIC_RELAXED);
+    }
+    return __atomic_load_n(&use, __ATOMIC_RELAXED);
+}
+
 static void closeChan(IsoChan *c) {
     if (c == NULL) return;
     pthread_mutex_lock(&c->slot->mu);
@@ -61,6 +73,7 @@ static void closeChan(IsoChan *c) {
     if (c->slot->generation == c->generation && c->slot->channels > 0) c->slot->channels--;
     close(c->sock);
     pthread_mutex_unlock(&c->slot->mu);
+    IsoRing_Detach(&c->ring);
     IsoShm_Unmap(c->c2h, c->len);
     IsoShm_Unmap(c->h2c, c->len);
     free(c);
@@ -84,11 +97,12 @@ static IsoChan *openChan(IsoSlot *s, uint64_t gen, RAI_Error *err, int *died) {
     pthread_once(&chan_once, makeKey);
     pthread_setspecific(chan_key, (void *)1);
     int sv[2] = {-1, -1};
-    int c2h = -1, h2c = -1;
+    int c2h = -1, h2c = -1, ring = -1;
     IsoChan *c = calloc(1, sizeof(*c));
     if (c == NULL || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 ||
         (c2h = IsoShm_CreateArena("redisai-c2h", ISO_ARENA_SIZE)) < 0 ||
-        (h2c = IsoShm_CreateArena("redisai-h2c", ISO_ARENA_SIZE)) < 0) {
+        (h2c = IsoShm_CreateArena("redisai-h2c", ISO_ARENA_SIZE)) < 0 ||
+        (useRing() && (ring = IsoRing_Create()) < 0)) {
         Error_SetFmt(err, "ERR cannot open a channel to the %s backend host: %s",
                      Backend_KindName(s->kind), strerror(errno));
         goto fail;
@@ -96,6 +110,12 @@ static IsoChan *openChan(IsoSlot *s, uint64_t gen, RAI_Error *err, int *died) {
     c->slot = s;
     c->generation = gen;
     c->sock = sv[0];
+    IsoRing_Plain(&c->ring, c->sock);
+    char rwhy[160];
+    if (ring >= 0 && !IsoRing_Attach(&c->ring, c->sock, ring, 0, rwhy, sizeof(rwhy))) {
+        Error_SetFmt(err, "ERR cannot map a channel's ring: %s", rwhy);
+        goto fail;
+    }
     c->len = ISO_ARENA_SIZE;
     c->c2h = IsoShm_Map(c2h, c->len, 1);
     c->h2c = IsoShm_Map(h2c, c->len, 0);
@@ -106,15 +126,16 @@ static IsoChan *openChan(IsoSlot *s, uint64_t gen, RAI_Error *err, int *died) {
     IsoBuf b;
     IsoBuf_Init(&b);
     IsoBuf_U64(&b, __atomic_add_fetch(&next_channel_id, 1, __ATOMIC_RELAXED));
-    int fds[3] = {sv[1], c2h, h2c};
+    int fds[4] = {sv[1], c2h, h2c, ring};
     IsoMsg m;
-    int rc = IsoControl_Request(s, ISO_MSG_OPEN_CHANNEL, &b, fds, 3, ISO_CHANNEL_OPEN_TIMEOUT_MS,
-                                &m);
+    int rc = IsoControl_Request(s, ISO_MSG_OPEN_CHANNEL, &b, fds, ring >= 0 ? 4 : 3,
+                                ISO_CHANNEL_OPEN_TIMEOUT_MS, &m);
     IsoBuf_Free(&b);
     close(sv[1]);
     close(c2h);
     close(h2c);
-    sv[1] = c2h = h2c = -1;
+    if (ring >= 0) close(ring);
+    sv[1] = c2h = h2c = ring = -1;
     if (rc != 1) {
         *died = 1;
         if (rc == 0)
@@ -147,8 +168,10 @@ fail:
     if (sv[1] >= 0) close(sv[1]);
     if (c2h >= 0) close(c2h);
     if (h2c >= 0) close(h2c);
+    if (ring >= 0) close(ring);
 fail_quiet:
     if (c) {
+        IsoRing_Detach(&c->ring);
         if (sv[0] >= 0) close(sv[0]);
         IsoShm_Unmap(c->c2h, c->len);
         IsoShm_Unmap(c->h2c, c->len);
@@ -574,9 +597,9 @@ static int serveRedisCall(IsoChan *c, IsoMsg *m, char *why, size_t wl) {
         encodeReply(&b, reply, 0);
         api->call_reply_free(reply);
         if (b.oom) {
-            Iso_SendError(c->sock, m->h.id, "ERR out of memory encoding a reply");
+            IsoRing_SendError(&c->ring, m->h.id, "ERR out of memory encoding a reply");
         } else {
-            Iso_Send(c->sock, ISO_MSG_CB_REDIS_REPLY, m->h.id, b.data, b.len, NULL, 0);
+            IsoRing_Send(&c->ring, ISO_MSG_CB_REDIS_REPLY, m->h.id, b.data, b.len, NULL, 0);
         }
         IsoBuf_Free(&b);
     }
@@ -617,19 +640,19 @@ static int serveModelExecute(IsoChan *c, IsoMsg *m, char *why, size_t wl) {
     if (outs == NULL) Error_Set(&e, RAI_ERR_OOM);
     releaseAll(ins, nin);
     if (rc != 0) {
-        Iso_SendError(c->sock, m->h.id, Error_Message(&e));
+        IsoRing_SendError(&c->ring, m->h.id, Error_Message(&e));
     } else {
         IsoTensorDesc *descs = malloc((nout ? nout : 1) * sizeof(*descs));
         int region = -1;
         if (descs == NULL || IsoChan_Place(c, m->h.id, 0, outs, nout, descs, &region) != 0) {
-            Iso_SendError(c->sock, m->h.id, "ERR cannot place model_execute outputs");
+            IsoRing_SendError(&c->ring, m->h.id, "ERR cannot place model_execute outputs");
         } else {
             IsoBuf b;
             IsoBuf_Init(&b);
             IsoBuf_U32(&b, nout);
             for (uint32_t i = 0; i < nout; i++) IsoBuf_Tensor(&b, &descs[i]);
-            Iso_Send(c->sock, ISO_MSG_CB_MODEL_REPLY, m->h.id, b.data, b.len, &region,
-                     region >= 0 ? 1 : 0);
+            IsoRing_Send(&c->ring, ISO_MSG_CB_MODEL_REPLY, m->h.id, b.data, b.len, &region,
+                         region >= 0 ? 1 : 0);
             IsoBuf_Free(&b);
         }
         if (region >= 0) close(region);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "isolation/core/iso_slot.h"
+#include "isolation/iso_ring.h"
 
 #define ISO_HOST_ID_BIT (1ULL << 63)
 
@@ -20,6 +21,7 @@ typedef struct IsoChan {
     IsoSlot *slot;
     uint64_t generation;
     int sock;
+    IsoRing ring;       /* every message goes through it (iso_ring.h) */
     unsigned char *c2h; /* written here */
     unsigned char *h2c; /* read here */
     size_t len;

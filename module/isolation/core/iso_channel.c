@@ -29,14 +29,18 @@ static int exchange(IsoChan *c, uint64_t gen, uint64_t id, const char *key, uint
                     IsoBuf *b, int region, uint32_t nout, RAI_Tensor **outputs, RAI_Error *err) {
     IsoSlot *s = c->slot;
     char why[300] = "";
-    int sent = !b->oom && Iso_Send(c->sock, type, id, b->data, b->len, &region,
-                                   region >= 0 ? 1 : 0) == 0;
+    int sent = !b->oom && IsoRing_Send(&c->ring, type, id, b->data, b->len, &region,
+                                       region >= 0 ? 1 : 0) == 0;
     long long deadline = Iso_NowMs() + IsoChan_RunTimeoutMs(s);
     int result = -1, died = !sent;
     while (!died) {
         long long left = deadline - Iso_NowMs();
         struct pollfd p = {.fd = c->sock, .events = POLLIN};
-        int pr = left > 0 ? poll(&p, 1, (int)(left > 1000000 ? 1000000 : left)) : 0;
+        int pr = 1;
+        if (IsoRing_Sleep(&c->ring)) {
+            pr = left > 0 ? poll(&p, 1, (int)(left > 1000000 ? 1000000 : left)) : 0;
+            IsoRing_Awake(&c->ring);
+        }
         if (pr < 0 && errno == EINTR) continue;
         if (pr == 0) {
             char reason[300];
@@ -47,8 +51,10 @@ static int exchange(IsoChan *c, uint64_t gen, uint64_t id, const char *key, uint
             died = 1;
             break;
         }
+        if (p.revents) IsoRing_Woken(&c->ring);
         IsoMsg m;
-        int rc = Iso_Recv(c->sock, &m, why, sizeof(why));
+        int rc = IsoRing_Recv(&c->ring, &m, 0, why, sizeof(why));
+        if (rc == ISO_RING_NOTHING) continue; /* a DOORBELL for an entry already read */
         ChanOutcome o = CHAN_BAD;
         if (rc == 0 || rc == -1) {
             died = 1;

@@ -75,15 +75,14 @@ static void popAnswered(IsoChan *c) {
     pushDone(r);
 }
 
-/* Answers the host sent before it went are in the socket before its EOF
- * (SEQPACKET keeps the order): they are used, as for a run waited for. */
+/* Answers the host sent before it went are in the ring, or in the socket
+ * before its EOF (SEQPACKET keeps the order): they are used, as for a run
+ * waited for. */
 static void takeSentAnswers(IsoChan *c) {
     while (c->head) {
-        struct pollfd p = {.fd = c->sock, .events = POLLIN};
-        if (poll(&p, 1, 0) <= 0 || !(p.revents & POLLIN)) return;
         char why[300] = "";
         IsoMsg m;
-        if (Iso_Recv(c->sock, &m, why, sizeof(why)) != 1) return;
+        if (IsoRing_Recv(&c->ring, &m, 0, why, sizeof(why)) != 1) return;
         IsoInflight *r = c->head;
         ChanOutcome o = CHAN_BAD;
         if (m.h.id == r->id && (m.h.type == ISO_MSG_RUN_OK || m.h.type == ISO_MSG_ERROR)) {
@@ -133,14 +132,16 @@ static void killFor(IsoChan *c, const char *reason, const char *token) {
     chanDied(c);
 }
 
-/* One message from c's host (readable, or EOF). */
-static void readOne(IsoChan *c) {
+/* One message from c's host, if one is there (or EOF). 1 when one was
+ * read and the channel lives on. */
+static int readOne(IsoChan *c) {
     char why[300] = "";
     IsoMsg m;
-    int rc = Iso_Recv(c->sock, &m, why, sizeof(why));
+    int rc = IsoRing_Recv(&c->ring, &m, 0, why, sizeof(why));
+    if (rc == ISO_RING_NOTHING) return 0;
     if (rc == 0 || rc == -1) {
         chanDied(c);
-        return;
+        return 0;
     }
     ChanOutcome o = CHAN_BAD;
     if (rc == 1) {
@@ -151,9 +152,9 @@ static void readOne(IsoChan *c) {
              * run's caller, and the host would serve the runs queued behind
              * it as nested in the callback. No in-tree backend's model run
              * calls back; one that does is told so. */
-            Iso_SendError(c->sock, m.h.id,
-                          "ERR a model run in flight on an isolated backend cannot call back "
-                          "into Redis");
+            IsoRing_SendError(&c->ring, m.h.id,
+                              "ERR a model run in flight on an isolated backend cannot call "
+                              "back into Redis");
             o = CHAN_MORE;
         } else {
             o = IsoChan_OnMessage(c, &m, r->id, r->nout, r->outs, &r->rc, &r->deadline, r->err,
@@ -167,6 +168,14 @@ static void readOne(IsoChan *c) {
         char reason[400];
         snprintf(reason, sizeof(reason), "killed: protocol error: %s", why);
         killFor(c, reason, "killed_protocol");
+        return 0;
+    }
+    return 1;
+}
+
+/* Every answer c's host has placed in the ring, without waiting. */
+static void readReady(IsoChan *c, IsoSlot *s) {
+    while (IsoChan_Current(s) == c && c->npending && readOne(c)) {
     }
 }
 
@@ -186,9 +195,14 @@ void IsoPipeline_Drain(IsoChan *c) {
     while (IsoChan_Current(s) == c && c->npending) {
         long long left = c->head->deadline - Iso_NowMs();
         struct pollfd p = {.fd = c->sock, .events = POLLIN};
-        int pr = left > 0 ? poll(&p, 1, (int)(left > 1000000 ? 1000000 : left)) : 0;
+        int pr = 1;
+        if (IsoRing_Sleep(&c->ring)) {
+            pr = left > 0 ? poll(&p, 1, (int)(left > 1000000 ? 1000000 : left)) : 0;
+            IsoRing_Awake(&c->ring);
+        }
         if (pr < 0 && errno == EINTR) continue;
         if (pr > 0) {
+            if (p.revents) IsoRing_Woken(&c->ring);
             readOne(c);
         } else {
             checkDeadline(c, Iso_NowMs());
@@ -234,8 +248,8 @@ int IsoPipeline_Submit(void *handle, const RAI_RunInfo *info, RAI_Tensor *const 
     int rc = IsoChan_EncodeRun(c, id, h, info, key, NULL, inputs, ninputs, noutputs, &b, &region,
                                err);
     int sent = rc == 0 && !b.oom &&
-               Iso_Send(c->sock, ISO_MSG_MODEL_RUN, id, b.data, b.len, &region,
-                        region >= 0 ? 1 : 0) == 0;
+               IsoRing_Send(&c->ring, ISO_MSG_MODEL_RUN, id, b.data, b.len, &region,
+                            region >= 0 ? 1 : 0) == 0;
     IsoBuf_Free(&b);
     if (region >= 0) close(region);
     if (rc != 0) {
@@ -288,6 +302,16 @@ static void deliver(void) {
     }
 }
 
+/* A worker that waits for answers only (at the bound of runs in flight, or
+ * settling them) is woken when half of c's runs are answered, not for each:
+ * on a busy host that halves the wake-ups and the host's doorbells, for one
+ * run's delay of the earlier answers. */
+static uint64_t wakeAt(IsoChan *c) {
+    IsoInflight *r = c->head;
+    for (int i = 0; r->next && i < (c->npending - 1) / 2; i++) r = r->next;
+    return r->id;
+}
+
 void IsoPipeline_Wait(int wake_fd, long long max_ms) {
     if (done_head) {
         deliver();
@@ -295,7 +319,8 @@ void IsoPipeline_Wait(int wake_fd, long long max_ms) {
     }
     struct pollfd p[ISO_MAX_HOSTS + 1];
     IsoSlot *slots[ISO_MAX_HOSTS];
-    int n = 0;
+    int asleep[ISO_MAX_HOSTS];
+    int n = 0, ready = 0, plain = 0;
     long long now = Iso_NowMs(), timeout = max_ms;
     for (int i = 0; i < ISO_MAX_HOSTS; i++) {
         IsoSlot *s = iso_slots[i];
@@ -304,16 +329,35 @@ void IsoPipeline_Wait(int wake_fd, long long max_ms) {
         long long left = c->head->deadline - now;
         if (left < 0) left = 0;
         if (timeout < 0 || left < timeout) timeout = left;
+        if (IsoRing_Ready(&c->ring)) ready = 1;
+        if (c->ring.mem == NULL) plain = 1;
         slots[n] = s;
+        asleep[n] = 0;
         p[n++] = (struct pollfd){.fd = c->sock, .events = POLLIN};
     }
     int nfds = n;
     if (wake_fd >= 0) p[nfds++] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
     if (nfds == 0) return;
-    int pr = poll(p, (nfds_t)nfds, (int)(timeout < 0 || timeout > 1000000 ? 1000000 : timeout));
-    for (int i = 0; pr > 0 && i < n; i++) {
+    /* Answers already in a ring are read without a system call; a poll
+     * that may block first tells each host that it will be rung. */
+    for (int i = 0; !ready && timeout != 0 && i < n; i++) {
         IsoChan *c = IsoChan_Current(slots[i]);
-        if (p[i].revents && c && c->npending) readOne(c);
+        asleep[i] = IsoRing_SleepUntil(&c->ring, wake_fd < 0 && max_ms < 0 ? wakeAt(c) : 0);
+        if (!asleep[i]) ready = 1;
+    }
+    if (!ready && (timeout != 0 || plain || wake_fd >= 0)) {
+        int pr = poll(p, (nfds_t)nfds, (int)(timeout < 0 || timeout > 1000000 ? 1000000 : timeout));
+        if (pr <= 0) {
+            for (int i = 0; i < nfds; i++) p[i].revents = 0;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (asleep[i]) IsoRing_Awake(&IsoChan_Current(slots[i])->ring);
+    }
+    for (int i = 0; i < n; i++) {
+        IsoChan *c = IsoChan_Current(slots[i]);
+        if (c && p[i].revents) IsoRing_Woken(&c->ring);
+        if (c && c->npending && (p[i].revents || IsoRing_Ready(&c->ring))) readReady(c, slots[i]);
     }
     now = Iso_NowMs();
     for (int i = 0; i < n; i++) {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "isolation/iso_protocol.h"
+#include "isolation/iso_ring.h"
 #include "isolation/iso_wire.h"
 #include "redisai/backend_abi.h"
 
@@ -127,6 +128,7 @@ void HostMapping_Release(void *mapping);            /* the tensor release of Hos
 typedef struct HostChannel {
     uint64_t id;
     int sock;
+    IsoRing ring; /* every message goes through it (iso_ring.h) */
     int c2h_fd;       /* kept to map the arena again when a view is retired */
     HostMapping *c2h; /* core to host arena: the current view, read-only */
     unsigned char *h2c; /* host to core arena */
@@ -135,10 +137,11 @@ typedef struct HostChannel {
 } HostChannel;
 
 /* host_channel.c: serves one data channel on a thread of its own. Takes
- * ownership of the three descriptors. Returns 0, or -1 with the reason. */
-/* 0; -2 when the arenas are not what the protocol says (a protocol error);
- * -1 when a resource ran out (mapping, thread), with why. */
-int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, char *why, size_t whylen);
+ * ownership of the descriptors (ring -1: the socket alone). 0; -2 when the
+ * arenas or the ring are not what the protocol says (a protocol error); -1
+ * when a resource ran out (mapping, thread), with why. */
+int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, int ring, char *why,
+                     size_t whylen);
 /* Serves one MODEL_RUN or SCRIPT_RUN (also a nested one, from a callback's
  * wait) and answers it on the channel. */
 void HostChannel_Serve(HostChannel *ch, IsoMsg *m);

@@ -43,7 +43,7 @@ static int call(uint16_t type, IsoBuf *b, const int *fds, int nfds, uint16_t wan
     while (!ch->dead) {
         IsoMsg m;
         char why[256];
-        int got = Iso_Recv(ch->sock, &m, why, sizeof(why));
+        int got = IsoRing_Recv(&ch->ring, &m, 1, why, sizeof(why));
         if (got == 0) {
             ch->dead = 1; /* the core dropped the channel: the runs below unwind */
             break;

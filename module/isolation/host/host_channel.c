@@ -220,7 +220,7 @@ static void *channelMain(void *arg) {
     while (!ch->dead) {
         IsoMsg m;
         char why[256];
-        int rc = Iso_Recv(ch->sock, &m, why, sizeof(why));
+        int rc = IsoRing_Recv(&ch->ring, &m, 1, why, sizeof(why));
         if (rc == 0) break; /* the core dropped the channel */
         if (rc == -1) Host_ProtocolError("channel %llu: receive failed: %s",
                                          (unsigned long long)ch->id, strerror(errno));
@@ -232,6 +232,7 @@ static void *channelMain(void *arg) {
         HostChannel_Serve(ch, &m);
         IsoMsg_Free(&m);
     }
+    IsoRing_Detach(&ch->ring);
     close(ch->sock);
     close(ch->c2h_fd);
     HostMapping_Release(ch->c2h); /* tensors a backend kept still hold theirs */
@@ -240,7 +241,8 @@ static void *channelMain(void *arg) {
     return NULL;
 }
 
-int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, char *why, size_t whylen) {
+int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, int ring, char *why,
+                     size_t whylen) {
     HostChannel *ch = calloc(1, sizeof(*ch));
     size_t c2h_len = 0, h2c_len = 0;
     int ok = ch != NULL, malformed = 0;
@@ -248,6 +250,9 @@ int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, char *why,
     /* Arenas at most 1 GiB: the core makes them ISO_ARENA_SIZE. */
     if (ok) ok = IsoShm_Check(c2h, F_SEAL_SHRINK | F_SEAL_GROW, 4096, 1u << 30, &c2h_len, why, whylen);
     if (ok) ok = IsoShm_Check(h2c, F_SEAL_SHRINK | F_SEAL_GROW, 4096, 1u << 30, &h2c_len, why, whylen);
+    if (ch) IsoRing_Plain(&ch->ring, sock);
+    if (ok && ring >= 0) ok = IsoRing_Attach(&ch->ring, sock, ring, 1, why, whylen);
+    if (ring >= 0) close(ring);
     malformed = ch != NULL && !ok;
     if (ok) {
         ch->id = channel_id;
@@ -276,6 +281,7 @@ int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, char *why,
     if (ok) return 0;
     close(c2h);
     if (ch) {
+        IsoRing_Detach(&ch->ring);
         HostMapping_Release(ch->c2h);
         IsoShm_Unmap(ch->h2c, ch->h2c_len);
         free(ch);

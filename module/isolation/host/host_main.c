@@ -445,10 +445,13 @@ static void openChannel(IsoMsg *m) {
     uint64_t channel;
     IsoReader_U64(&r, &channel);
     if (!IsoReader_Done(&r)) Host_ProtocolError("OPEN_CHANNEL: %s", r.why);
-    if (m->nfds != 3) Host_ProtocolError("OPEN_CHANNEL: %d descriptors, want 3", m->nfds);
+    /* The fourth, when it comes, is the channel's ring (iso_ring.h). */
+    if (m->nfds != 3 && m->nfds != 4)
+        Host_ProtocolError("OPEN_CHANNEL: %d descriptors, want 3 or 4", m->nfds);
     char why[200];
-    int rc = HostChannel_Open(channel, m->fds[0], m->fds[1], m->fds[2], why, sizeof(why));
-    m->fds[0] = m->fds[1] = m->fds[2] = -1; /* taken */
+    int rc = HostChannel_Open(channel, m->fds[0], m->fds[1], m->fds[2],
+                              m->nfds == 4 ? m->fds[3] : -1, why, sizeof(why));
+    m->fds[0] = m->fds[1] = m->fds[2] = m->fds[3] = -1; /* taken */
     if (rc == -2) Host_ProtocolError("OPEN_CHANNEL: %s", why);
     if (rc != 0) {
         /* A resource limit (threads, maps), not a malformed request: the

@@ -240,7 +240,7 @@ int HostWire_Send(HostChannel *ch, uint16_t type, uint64_t id, IsoBuf *b, const 
         errno = ENOMEM;
         return -1;
     }
-    if (Iso_Send(ch->sock, type, id, b->data, b->len, fds, nfds) == 0) return 0;
+    if (IsoRing_Send(&ch->ring, type, id, b->data, b->len, fds, nfds) == 0) return 0;
     if (errno == EPIPE || errno == ECONNRESET) ch->dead = 1;
     return -1;
 }

@@ -1,0 +1,101 @@
+/*
+ * iso_ring.h - a data channel's messages through shared memory, with a
+ * system call only when the reader sleeps (docs/isolation.md, "The ring").
+ * Compiled into the core and the host; libc only.
+ *
+ * Over the socket alone every message costs a sendmsg and a recvmsg (and a
+ * poll) on each side. With a ring, each direction of a channel has a
+ * single-producer single-consumer byte ring in one shared memfd: a message
+ * without descriptors that fits ISO_RING_ENTRY_MAX is copied into the ring;
+ * any other message leaves a marker in the ring and goes through the socket,
+ * so the reader keeps one order. A reader about to block on the socket says
+ * so (an odd sleep count, then it looks at the ring once more); a writer that
+ * sees it asleep sends one DOORBELL datagram. A reader that finds work
+ * never sleeps, and a busy pair of threads exchanges runs without a system
+ * call.
+ *
+ * Everything read from the ring is the peer's and hostile: its counters are
+ * checked against the ring's size and each message is copied out before its
+ * header is checked, exactly as a datagram's. Each side writes only its own
+ * counters; it keeps its own copy of them and never reads them back.
+ *
+ * Without a ring (IsoRing_Plain: REDISAI_ISOLATED_RING=0, or a peer that
+ * opened the channel with three descriptors) the same calls use the socket
+ * alone, as before.
+ */
+#ifndef REDISAI_ISO_RING_H
+#define REDISAI_ISO_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "isolation/iso_wire.h"
+
+#define ISO_RING_BYTES (256u << 10)   /* per direction */
+#define ISO_RING_ENTRY_MAX (16u << 10) /* header and payload; larger goes to the socket */
+#define ISO_RING_MEM (4096u + 2u * ISO_RING_BYTES)
+
+/* One direction's counters, in the shared memfd. */
+typedef struct IsoRingCtl {
+    _Alignas(64) uint64_t head; /* the writer's: bytes published */
+    _Alignas(64) uint64_t tail; /* the reader's: bytes consumed */
+    uint64_t sleep;             /* the reader's: odd while it may block on the socket */
+    uint64_t wake_at;           /* the reader's: while asleep, ring only for a message
+                                   whose id is at least this */
+} IsoRingCtl;
+
+typedef struct IsoRing {
+    int sock;
+    unsigned char *mem; /* NULL: the socket carries everything */
+    IsoRingCtl *out_ctl, *in_ctl;
+    unsigned char *out_data, *in_data;
+    uint64_t out_head; /* own counters, never read back from the memfd */
+    uint64_t in_tail;
+    uint64_t sleep;
+    uint64_t rung; /* the peer's sleep count last woken */
+    IsoMsg stash;  /* a socket message read before its marker was seen */
+    int stashed;
+    int ended;     /* the socket's end (0), failure (-1) or garbage (-2), seen */
+    int end_rc, end_errno; /* by IsoRing_Woken: returned once the ring is read */
+    char end_why[160];
+} IsoRing;
+
+/* The socket alone. */
+void IsoRing_Plain(IsoRing *r, int sock);
+/* A new ring memfd for a channel (the core makes it). fd, or -1 with errno. */
+int IsoRing_Create(void);
+/* Maps the ring memfd fd (checked: sealed, ISO_RING_MEM bytes); host_side
+ * says which direction is written here. The fd may be closed afterwards.
+ * 1, or 0 with the reason in why. */
+int IsoRing_Attach(IsoRing *r, int sock, int fd, int host_side, char *why, size_t whylen);
+void IsoRing_Detach(IsoRing *r);
+
+/* As Iso_Send / Iso_SendError. A ring full for over two seconds (a peer
+ * that stopped reading) or a peer's counter out of range fail with
+ * ETIMEDOUT / EPROTO. */
+int IsoRing_Send(IsoRing *r, uint16_t type, uint64_t id, const void *payload, size_t len,
+                 const int *fds, int nfds);
+int IsoRing_SendError(IsoRing *r, uint64_t id, const char *text);
+
+/* As Iso_Recv: the next message in the writer's order. block 0 returns -3
+ * when none is there yet (DOORBELLs are taken and dropped). */
+#define ISO_RING_NOTHING (-3)
+int IsoRing_Recv(IsoRing *r, IsoMsg *m, int block, char *why, size_t whylen);
+
+/* Before a poll that includes r->sock: 0 when a message is already in the
+ * ring (do not block); 1 when the writer will ring the socket for the next
+ * one. After the poll, IsoRing_Awake for each ring that returned 1. */
+int IsoRing_Sleep(IsoRing *r);
+/* The same, but the writer rings only for a message whose id is at least
+ * wake_at (answers carry their request's id; the host's own requests have
+ * ISO_HOST_ID_BIT, so they always ring). */
+int IsoRing_SleepUntil(IsoRing *r, uint64_t wake_at);
+void IsoRing_Awake(IsoRing *r);
+/* After a poll that found r->sock readable: takes the DOORBELL that woke
+ * the reader (else it would wake the next poll at once), or keeps a message
+ * or the socket's end for IsoRing_Recv, after what the ring holds. */
+void IsoRing_Woken(IsoRing *r);
+/* A message (or a marker) is in the ring. */
+int IsoRing_Ready(IsoRing *r);
+
+#endif

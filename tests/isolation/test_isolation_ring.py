@@ -1,0 +1,145 @@
+"""The channels' shared-memory rings (issue 22 item 3, docs/isolation.md "The ring").
+
+Every message of a data channel goes through a ring in a memfd both processes map, with a
+DOORBELL datagram only when the reader sleeps; a message with descriptors or over 16 KiB leaves
+a marker in the ring and goes through the socket. These tests run the fault-injection backend
+(tests/fault_backend/) in a host: many clients with small and large tensors at once (markers
+between ring entries, the ring wrapping many times) get exactly their own outputs; the ring can
+be turned off (`REDISAI_ISOLATED_RING=0`), and a host that writes an impossible count into its
+ring is killed for a protocol error, as for garbage on its socket. No timing is asserted.
+"""
+from __future__ import annotations
+
+import pathlib
+import threading
+import time
+from typing import Iterator
+
+import numpy as np
+import pytest
+
+from fault_injection import fault_env
+from helpers import assert_ok
+from redis_server import RedisServer
+from resp import RawClient, RespError
+
+RING_GARBAGE = -6  # fault backend magic: a thread scribbles on the host-to-core ring
+LARGE = 300_000    # floats: 1.2 MB, over the arena's 1 MiB per tensor, so a sealed region
+
+
+def _info(c: RawClient) -> dict:
+    text = c.execute("INFO", "MODULES")
+    text = text.decode() if isinstance(text, bytes) else text
+    for line in text.splitlines():
+        if line.startswith("ai_") and "kind=" in line:
+            return dict(kv.split("=", 1) for kv in line.split(":", 1)[1].split(","))
+    raise AssertionError(f"no isolated backend in INFO:\n{text}")
+
+
+def _server(module_path: pathlib.Path, so: pathlib.Path, **env: str) -> RedisServer:
+    s = RedisServer(module_path, ["ISOLATE", "ONNX", "THREADS_PER_QUEUE", "1"],
+                    env=fault_env(**env))
+    with RawClient(s.port) as c:
+        assert_ok(c.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(so)))
+        assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "identity"))
+    return s
+
+
+def _ring_maps(pid: int) -> int:
+    maps = pathlib.Path(f"/proc/{pid}/maps").read_text()
+    return sum("redisai-ring" in line for line in maps.splitlines())
+
+
+@pytest.fixture
+def ring_server(module_path: pathlib.Path, fault_backend: pathlib.Path) -> Iterator[RedisServer]:
+    s = _server(module_path, fault_backend)
+    yield s
+    s.stop()
+
+
+def _client(port: int, n: int, runs: int, errors: list[str]) -> None:
+    """Small and large runs in turn; every output must be the client's own input."""
+    try:
+        with RawClient(port) as c:
+            small = np.array([100.0 + n, 1.0, 2.0], dtype=np.float32)
+            large = np.full(LARGE, 200.0 + n, dtype=np.float32)
+            assert_ok(c.execute("AI.TENSORSET", f"s{n}", "FLOAT", 3, "BLOB", small.tobytes()))
+            assert_ok(c.execute("AI.TENSORSET", f"l{n}", "FLOAT", LARGE, "BLOB", large.tobytes()))
+            for i in range(runs):
+                key, want = (f"l{n}", large) if i % 10 == 9 else (f"s{n}", small)
+                r = c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, key, "OUTPUTS", 1, f"o{n}")
+                if r not in ("OK", b"OK"):
+                    errors.append(f"client {n} run {i}: {r}")
+                    return
+                got = np.frombuffer(bytes(c.execute("AI.TENSORGET", f"o{n}", "BLOB")),
+                                    dtype=np.float32)
+                if not np.array_equal(got, want):
+                    errors.append(f"client {n} run {i}: output {got[:3]} of {got.size}")
+                    return
+    except Exception as e:  # noqa: BLE001 - reported by the test's thread join
+        errors.append(f"client {n}: {e!r}")
+
+
+def test_many_clients_through_the_ring(ring_server: RedisServer) -> None:
+    errors: list[str] = []
+    threads = [threading.Thread(target=_client, args=(ring_server.port, n, 150, errors))
+               for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors[:5]
+    with RawClient(ring_server.port) as c:
+        info = _info(c)
+        assert info["restarts"] == "0", info
+        # The one worker's channel (and any other core thread's) has its ring mapped.
+        assert _ring_maps(int(info["pid"])) >= 1, info
+
+
+def test_ring_off_uses_the_socket(module_path: pathlib.Path,
+                                  fault_backend: pathlib.Path) -> None:
+    s = _server(module_path, fault_backend, REDISAI_ISOLATED_RING="0")
+    try:
+        errors: list[str] = []
+        threads = [threading.Thread(target=_client, args=(s.port, n, 40, errors))
+                   for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        assert not errors, errors[:5]
+        with RawClient(s.port) as c:
+            info = _info(c)
+            assert _ring_maps(int(info["pid"])) == 0, info
+    finally:
+        s.stop()
+
+
+def test_garbage_in_the_ring_is_a_protocol_error(ring_server: RedisServer) -> None:
+    with RawClient(ring_server.port) as c:
+        assert_ok(c.execute("AI.TENSORSET", "bad", "FLOAT", 2, "VALUES", RING_GARBAGE, 0))
+        assert_ok(c.execute("AI.TENSORSET", "ok", "FLOAT", 2, "VALUES", 0.5, 2))
+        before = _info(c)
+        c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "bad", "OUTPUTS", 1, "y")
+        # The scribbling thread races with the host's own publishing: the core sees the
+        # impossible count at one of the next reads, fails that run and kills the host.
+        failed = None
+        deadline = time.monotonic() + 30
+        while failed is None and time.monotonic() < deadline:
+            r = c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "ok", "OUTPUTS", 1, "y")
+            if isinstance(r, RespError):
+                failed = str(r)
+        assert failed is not None, "the host was never refused"
+        assert failed.startswith("ERR ONNX backend process exited (killed: protocol error: "
+                                 "ring: the writer's counter is out of range)"), failed
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            after = _info(c)
+            if after["state"] == "ready" and after["pid"] != before["pid"]:
+                break
+            time.sleep(0.02)
+        assert after["last_exit"] == "killed_protocol", after
+        assert int(after["restarts"]) == int(before["restarts"]) + 1, after
+        # The new host's ring works.
+        assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "ok", "OUTPUTS", 1, "y"))
+        assert [float(v) for v in c.execute("AI.TENSORGET", "y", "VALUES")] == [0.5, 2.0]
