@@ -4,11 +4,13 @@ after, in one run, with one client program.
 Four servers from the same install tree, all `THREADS_PER_QUEUE 1`, TORCH and ONNX loaded:
 
 * `in-process`: the backends in Redis;
-* `isolated`: `ISOLATE TORCH ISOLATE ONNX`, runs in flight (a worker hands up to 4 runs to its
+* `isolated`: `ISOLATE TORCH ISOLATE ONNX`, runs in flight (a worker hands up to 8 runs to its
   host and takes the next request at once: docs/isolation.md "Runs in flight"), messages
-  through each channel's shared-memory ring ("The ring");
-* `isolated-socket`: the same with `REDISAI_ISOLATED_RING=0` in its environment: every message
-  through the channel's socket, as before the ring;
+  through each channel's shared-memory ring, the worker woken when half its runs are answered
+  ("The ring");
+* `isolated-socket`: the same with `REDISAI_ISOLATED_RING=0 REDISAI_ISOLATED_IN_FLIGHT=4` in
+  its environment: every message through the channel's socket, at most 4 runs in flight, the
+  worker woken for each answer: the isolated runs as they were before the ring;
 * `isolated-wait`: with `REDISAI_ISOLATED_IN_FLIGHT=0 REDISAI_ISOLATED_RING=0`: the worker
   waits for each run over the socket, as before runs could be in flight.
 
@@ -99,6 +101,8 @@ class Server:
         env.pop("REDISAI_ISOLATED_RING", None)
         if label == "isolated-wait":
             env["REDISAI_ISOLATED_IN_FLIGHT"] = "0"
+        if label == "isolated-socket":
+            env["REDISAI_ISOLATED_IN_FLIGHT"] = "4"
         if label in ("isolated-socket", "isolated-wait"):
             env["REDISAI_ISOLATED_RING"] = "0"
         self.srv = RedisServer(install / "redisai.so", args, env=env)

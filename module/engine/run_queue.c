@@ -99,6 +99,31 @@ static size_t inFlight(RAI_RunQueue *q, const AsyncRun_Ops *async, long *counted
     return n;
 }
 
+/* Clients waiting for a queued run: written by the main thread, read by
+ * workers deciding whether to spin. */
+static long long clients_waiting = 0;
+
+/* Before a worker with runs in flight sleeps in the backend's poll: when at
+ * most one client waits, its answer comes within the run's time, and a
+ * sleeping worker would pay a wake-up for it (and its host a doorbell). So
+ * it looks for answers (no system call on an isolated channel's ring) for
+ * up to WORKER_SPIN_US, yielding the CPU to anything runnable. 1 when an
+ * answer was delivered or, when watch_pushes, a push came. Lock released. */
+static int spinForAnswers(RAI_RunQueue *q, const AsyncRun_Ops *async, int watch_pushes,
+                          unsigned long seen) {
+    long long spin_us = rai_config.worker_spin_us;
+    if (spin_us <= 0 || RunQueue_ClientsWaiting() > 1) return 0;
+    size_t before = async->pending();
+    long long end = Clock_NowUs() + spin_us;
+    while (Clock_NowUs() < end) {
+        async->wait(-1, 0);
+        if (async->pending() < before) return 1;
+        if (watch_pushes && __atomic_load_n(&q->pushes, __ATOMIC_ACQUIRE) != seen) return 1;
+        sched_yield();
+    }
+    return 0;
+}
+
 /* Waits (lock released) for answers, a push when wake_fd >= 0, or wait_ms;
  * the answers' DAGs go on here. */
 static void awaitAnswers(RAI_RunQueue *q, const AsyncRun_Ops *async, int wake_fd,
@@ -110,15 +135,12 @@ static void awaitAnswers(RAI_RunQueue *q, const AsyncRun_Ops *async, int wake_fd
         if (read(wake_fd, &v, sizeof(v)) < 0) v = 0;
         q->pollers++;
     }
+    unsigned long seen = q->pushes;
     pthread_mutex_unlock(&q->lock);
-    async->wait(wake_fd, wait_ms);
+    if (wait_ms == 0 || !spinForAnswers(q, async, wake_fd >= 0, seen)) async->wait(wake_fd, wait_ms);
     pthread_mutex_lock(&q->lock);
     if (wake_fd >= 0) q->pollers--;
 }
-
-/* Clients waiting for a queued run: written by the main thread, read by
- * workers deciding whether to spin. */
-static long long clients_waiting = 0;
 
 void RunQueue_ClientWaits(int delta) {
     __atomic_add_fetch(&clients_waiting, delta, __ATOMIC_RELAXED);

@@ -5,7 +5,9 @@ DOORBELL datagram only when the reader sleeps; a message with descriptors or ove
 a marker in the ring and goes through the socket. These tests run the fault-injection backend
 (tests/fault_backend/) in a host: many clients with small and large tensors at once (markers
 between ring entries, the ring wrapping many times) get exactly their own outputs; the ring can
-be turned off (`REDISAI_ISOLATED_RING=0`), and a host that writes an impossible count into its
+be turned off (`REDISAI_ISOLATED_RING=0`); a lone client's worker looks for its answer for up
+to WORKER_SPIN_US before it sleeps (off, default, maximum: lone, concurrent and after-sleep
+requests all answered); and a host that writes an impossible count into its
 ring is killed for a protocol error, as for garbage on its socket. No timing is asserted.
 """
 from __future__ import annotations
@@ -36,8 +38,8 @@ def _info(c: RawClient) -> dict:
     raise AssertionError(f"no isolated backend in INFO:\n{text}")
 
 
-def _server(module_path: pathlib.Path, so: pathlib.Path, **env: str) -> RedisServer:
-    s = RedisServer(module_path, ["ISOLATE", "ONNX", "THREADS_PER_QUEUE", "1"],
+def _server(module_path: pathlib.Path, so: pathlib.Path, *args: str, **env: str) -> RedisServer:
+    s = RedisServer(module_path, ["ISOLATE", "ONNX", "THREADS_PER_QUEUE", "1", *args],
                     env=fault_env(**env))
     with RawClient(s.port) as c:
         assert_ok(c.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(so)))
@@ -143,3 +145,26 @@ def test_garbage_in_the_ring_is_a_protocol_error(ring_server: RedisServer) -> No
         # The new host's ring works.
         assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "ok", "OUTPUTS", 1, "y"))
         assert [float(v) for v in c.execute("AI.TENSORGET", "y", "VALUES")] == [0.5, 2.0]
+
+
+@pytest.mark.parametrize("spin", ["0", "200", "10000"])
+def test_answers_are_found_alone_together_and_after_sleeping(module_path: pathlib.Path,
+                                                             fault_backend: pathlib.Path,
+                                                             spin: str) -> None:
+    s = _server(module_path, fault_backend, "WORKER_SPIN_US", spin)
+    try:
+        errors: list[str] = []
+        _client(s.port, 0, 200, errors)   # alone: the worker spins for its answers
+        assert not errors, errors
+        threads = [threading.Thread(target=_client, args=(s.port, n, 30, errors))
+                   for n in range(1, 17)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        assert not errors and not any(t.is_alive() for t in threads), errors[:5]
+        time.sleep(0.05)   # past any spin: the worker and the host sleep
+        _client(s.port, 0, 3, errors)
+        assert not errors, errors
+    finally:
+        s.stop()
