@@ -92,12 +92,14 @@ def _num(v: float | None) -> str:
 
 def isolation(doc: dict[str, Any]) -> Section:
     s = doc["summary"]
-    lines = ["| backend | CNN 32 clients: isolated / in-process, runs in flight | worker waits "
-             "| trivial p50 us: in-process | in-process queued | isolated |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| backend | CNN 32 clients: isolated / in-process, ring | socket, 4 in flight "
+             "| worker waits | trivial p50 us: in-process | in-process queued | isolated |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for kind, r in s["cnn_32_ratio"].items():
         p = s["trivial_p50_us"][kind]
-        lines.append(f"| {kind} | {_rng(r['isolated'], '{:.2f}')} | "
+        # results from before the ring have no socket column
+        sock = _rng(r["isolated-socket"], "{:.2f}") if "isolated-socket" in r else "-"
+        lines.append(f"| {kind} | {_rng(r['isolated'], '{:.2f}')} | {sock} | "
                      f"{_rng(r['isolated-wait'], '{:.2f}')} | {p['in-process']:.1f} | "
                      f"{_num(p.get('in-process-queued'))} | {p['isolated']:.1f} |")
     return (f"Isolated backends (target: >= 0.9 at 32 clients) ({doc['timestamp']})", lines)
@@ -183,9 +185,11 @@ def panel(ax: Any, doc: dict[str, Any]) -> None:
     elif k == "isolation":
         s = doc["summary"]["cnn_32_ratio"]
         kinds = list(s)
-        _bars(ax, kinds, {"runs in flight": [s[x]["isolated"]["median"] for x in kinds],
-                          "worker waits": [s[x]["isolated-wait"]["median"] for x in kinds]},
-              "isolated / in-process, CNN, 32 clients")
+        bars = {"runs in flight, ring": [s[x]["isolated"]["median"] for x in kinds]}
+        if all("isolated-socket" in s[x] for x in kinds):
+            bars["socket, 4 in flight"] = [s[x]["isolated-socket"]["median"] for x in kinds]
+        bars["worker waits"] = [s[x]["isolated-wait"]["median"] for x in kinds]
+        _bars(ax, kinds, bars, "isolated / in-process, CNN, 32 clients")
         ax.axhline(0.9, color="tab:red", ls="-.", lw=.8)
         ax.set_title("isolated backends (target 0.9)", fontsize=9)
     elif k == "modcpu":

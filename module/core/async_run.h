@@ -41,6 +41,11 @@ typedef struct AsyncRun_Ops {
                   RAI_Error *err);
     /* Runs this thread submitted whose `done` has not run yet. */
     size_t (*pending)(void);
+    /* How long the backend's side may look for this thread's next run
+     * before it sleeps (WORKER_SPIN_US while at most one client waits, else
+     * 0), told before each submit: an isolated host then catches a lone
+     * client's next run without a wake-up. */
+    void (*spin_hint)(long long spin_us);
     /* Runs the `done` of answered runs; when there are none, first waits up
      * to max_ms (-1: no limit but the runs' own deadlines) for an answer or
      * for wake_fd (-1: none) to become readable. */

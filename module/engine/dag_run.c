@@ -13,6 +13,7 @@
 
 #include "core/async_run.h"
 #include "core/clock.h"
+#include "core/config.h"
 #include "core/messages.h"
 #include "engine/blocked_time.h"
 #include "redisai/reply_texts.h"
@@ -194,6 +195,7 @@ static void handOff(RAI_Dag *dag, RAI_DagOp *op, RAI_RunQueue *q) {
     *f = (OpInFlight){.dag = dag, .op = op, .q = q};
     Dag_MeasureStart(dag);
     f->start = Clock_NowUs();
+    async->spin_hint(RunQueue_ClientsWaiting() <= 1 ? rai_config.worker_spin_us : 0);
     int rc = async->submit(op->model->handle, &info, ins, op->ninputs, op->noutputs,
                            opInFlightDone, f, &op->err);
     RedisModule_Free(ins);

@@ -4,7 +4,8 @@
  * redisai-backend-host: core and host are built and installed together, so
  * there is no negotiation, only an exact protocol version and build id.
  *
- * Every message is one SOCK_SEQPACKET datagram: an IsoHeader, then the
+ * Every message is one SOCK_SEQPACKET datagram, or on a data channel one
+ * entry of its ring with the same bytes (iso_ring.h): an IsoHeader, then the
  * inline payload. A message flagged ISO_F_BULK carries its whole payload in
  * a sealed memfd instead (fds[0], bulk_len bytes) and has inline_len 0: the
  * decoder then reads one flat byte range either way.

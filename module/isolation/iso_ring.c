@@ -12,6 +12,7 @@
 #include "isolation/iso_ring.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,6 +213,32 @@ static int take(IsoRing *r, IsoMsg *m, char *why, size_t whylen) {
     }
 }
 
+void IsoRing_SpinHint(IsoRing *r, long long spin_us) {
+    if (r->mem == NULL) return;
+    if (spin_us < 0) spin_us = 0;
+    __atomic_store_n(&r->out_ctl->spin_us, (uint64_t)spin_us, __ATOMIC_RELAXED);
+}
+
+static long long nowUs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Looks for a message for as long as the writer's hint says (a value past
+ * ISO_RING_SPIN_MAX_US is the writer's garbage and capped). 1 when one came. */
+static int spinForMessage(IsoRing *r) {
+    uint64_t spin = __atomic_load_n(&r->in_ctl->spin_us, __ATOMIC_RELAXED);
+    if (spin == 0) return 0;
+    if (spin > ISO_RING_SPIN_MAX_US) spin = ISO_RING_SPIN_MAX_US;
+    long long end = nowUs() + (long long)spin;
+    while (nowUs() < end) {
+        if (IsoRing_Ready(r)) return 1;
+        sched_yield();
+    }
+    return IsoRing_Ready(r);
+}
+
 int IsoRing_Ready(IsoRing *r) {
     return r->mem && __atomic_load_n(&r->in_ctl->head, __ATOMIC_ACQUIRE) != r->in_tail;
 }
@@ -267,7 +294,7 @@ int IsoRing_Recv(IsoRing *r, IsoMsg *m, int block, char *why, size_t whylen) {
         /* Not waiting: the socket is read after a poll (IsoRing_Woken) or
          * at a marker, never on the chance of a DOORBELL. */
         if (!block) return ISO_RING_NOTHING;
-        if (!IsoRing_Sleep(r)) continue;
+        if (spinForMessage(r) || !IsoRing_Sleep(r)) continue;
         /* Nothing in the ring when it was looked at. A datagram now is a
          * DOORBELL, or a message whose marker (and the entries before it)
          * the writer published after that look: it waits for its marker. */

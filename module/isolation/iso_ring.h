@@ -34,10 +34,13 @@
 #define ISO_RING_BYTES (256u << 10)   /* per direction */
 #define ISO_RING_ENTRY_MAX (16u << 10) /* header and payload; larger goes to the socket */
 #define ISO_RING_MEM (4096u + 2u * ISO_RING_BYTES)
+#define ISO_RING_SPIN_MAX_US 10000
 
 /* One direction's counters, in the shared memfd. */
 typedef struct IsoRingCtl {
     _Alignas(64) uint64_t head; /* the writer's: bytes published */
+    uint64_t spin_us;           /* the writer's: how long the reader may look for the next
+                                   message before it sleeps (at most ISO_RING_SPIN_MAX_US) */
     _Alignas(64) uint64_t tail; /* the reader's: bytes consumed */
     uint64_t sleep;             /* the reader's: odd while it may block on the socket */
     uint64_t wake_at;           /* the reader's: while asleep, ring only for a message
@@ -95,6 +98,9 @@ void IsoRing_Awake(IsoRing *r);
  * the reader (else it would wake the next poll at once), or keeps a message
  * or the socket's end for IsoRing_Recv, after what the ring holds. */
 void IsoRing_Woken(IsoRing *r);
+/* The writer's hint: the reader, about to block in IsoRing_Recv, first
+ * looks for the next message for up to spin_us (capped), yielding the CPU. */
+void IsoRing_SpinHint(IsoRing *r, long long spin_us);
 /* A message (or a marker) is in the ring. */
 int IsoRing_Ready(IsoRing *r);
 

@@ -4,7 +4,7 @@
  * stack", "Tensors in shared memory").
  *
  * Each core thread that runs on a host has its own channel to it (a
- * socketpair and two arenas), opened on first use and kept in a
+ * socketpair, two arenas and a ring for its messages), opened on first use and kept in a
  * thread-local per slot, so a request needs no demultiplexing: the thread
  * writes its request and reads its own channel. The host's callbacks
  * (redis.execute, model_execute) are served on this very thread, so the

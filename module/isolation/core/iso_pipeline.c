@@ -210,6 +210,12 @@ void IsoPipeline_Drain(IsoChan *c) {
     }
 }
 
+static __thread long long tl_spin_us;
+
+void IsoPipeline_SpinHint(long long spin_us) {
+    tl_spin_us = spin_us;
+}
+
 int IsoPipeline_Submit(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
                        size_t ninputs, size_t noutputs, AsyncRun_DoneFn done, void *ctx,
                        RAI_Error *err) {
@@ -242,6 +248,7 @@ int IsoPipeline_Submit(void *handle, const RAI_RunInfo *info, RAI_Tensor *const 
         return -1;
     }
     uint64_t id = IsoChan_NextId(c);
+    IsoRing_SpinHint(&c->ring, tl_spin_us);
     IsoBuf b;
     IsoBuf_Init(&b);
     int region = -1;

@@ -16,6 +16,8 @@ int IsoPipeline_Submit(void *handle, const RAI_RunInfo *info, RAI_Tensor *const 
                        size_t ninputs, size_t noutputs, AsyncRun_DoneFn done, void *ctx,
                        RAI_Error *err);
 size_t IsoPipeline_Pending(void);
+/* The spin the next runs submitted on this thread tell their host (core/async_run.h). */
+void IsoPipeline_SpinHint(long long spin_us);
 void IsoPipeline_Wait(int wake_fd, long long max_ms);
 /* Reads c until no run is in flight on it (before a run that is waited
  * for): each answer is kept for the next wait to deliver. c may be dropped

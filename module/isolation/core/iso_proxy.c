@@ -41,6 +41,7 @@ static AsyncRun_Ops async_ops = {
     .accepts = acceptsAsync,
     .submit = IsoPipeline_Submit,
     .pending = IsoPipeline_Pending,
+    .spin_hint = IsoPipeline_SpinHint,
     .wait = IsoPipeline_Wait,
 };
 
