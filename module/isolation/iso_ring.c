@@ -142,6 +142,12 @@ int IsoRing_Send(IsoRing *r, uint16_t type, uint64_t id, const void *payload, si
     return Iso_Send(r->sock, type, id, payload, len, fds, nfds);
 }
 
+const char *IsoRing_SendFault(int err) {
+    if (err == EPROTO) return "ring: the reader's counter is out of range";
+    if (err == ETIMEDOUT) return "ring: full for 2 s";
+    return NULL;
+}
+
 int IsoRing_SendError(IsoRing *r, uint64_t id, const char *text) {
     IsoBuf b;
     IsoBuf_Init(&b);

@@ -79,6 +79,9 @@ void IsoRing_Detach(IsoRing *r);
 int IsoRing_Send(IsoRing *r, uint16_t type, uint64_t id, const void *payload, size_t len,
                  const int *fds, int nfds);
 int IsoRing_SendError(IsoRing *r, uint64_t id, const char *text);
+/* Why a failed send's errno is the reader's fault (a protocol error: the
+ * reader is to be killed, not mourned), or NULL for any other failure. */
+const char *IsoRing_SendFault(int err);
 
 /* As Iso_Recv: the next message in the writer's order. block 0 returns -3
  * when none is there yet (DOORBELLs are taken and dropped). */

@@ -30,7 +30,7 @@ typedef enum FaultMagic {
     FAULT_ERROR = 7,  /* returns an error with the model's text */
     FAULT_FPE = 8,    /* raise(SIGFPE) */
     FAULT_KILL = 9,   /* raise(SIGKILL) */
-    /* for 2 s, a thread writes an impossible count into the host-to-core
+    /* for 2 s, a thread writes an impossible count into the core-to-host
      * ring of every channel ring the host maps (iso_ring.h), then the
      * identity: the core must refuse the ring */
     FAULT_RING_GARBAGE = -6,

@@ -96,10 +96,10 @@ static void fault_garbage(void) {
     (void)n;
 }
 
-/* The host-to-core counters follow the core-to-host ones (iso_ring.h):
- * the writer's count of that direction lies 128 bytes into the memfd. It
- * is written again and again, so that the host's own publish does not
- * hide it for long. */
+/* The core-to-host counters open the memfd (iso_ring.h): the reader's
+ * count of that direction, the host's own, lies 64 bytes in. The core
+ * reads it before each send; the host writes it again at each message it
+ * takes, so it is written again and again. */
 static void *ring_garbage_thread(void *arg) {
     (void)arg;
     for (int round = 0; round < 2000; round++) {
@@ -108,8 +108,8 @@ static void *ring_garbage_thread(void *arg) {
         while (f && fgets(line, sizeof(line), f)) {
             if (!strstr(line, "redisai-ring")) continue;
             unsigned long lo = strtoul(line, NULL, 16);
-            volatile uint64_t *head = (volatile uint64_t *)(lo + 128);
-            *head = 0xdead0000ULL;
+            volatile uint64_t *tail = (volatile uint64_t *)(lo + 64);
+            *tail = 0xdead0000ULL;
         }
         if (f) fclose(f);
         usleep(1000);

@@ -19,7 +19,7 @@ import pytest
 import onnx_models
 import tf_graphs
 import torch_models
-from helpers import assert_error, assert_ok
+from helpers import assert_error, assert_ok, isolated_hosts
 from redis_server import Connect, RedisServer, StartServer
 from resp import RawClient, RespError
 
@@ -27,15 +27,7 @@ ALL = ["ISOLATE", "TF", "ISOLATE", "TORCH", "ISOLATE", "ONNX"]
 
 
 def _hosts(c: RawClient) -> dict[str, dict]:
-    text = c.execute("INFO", "MODULES")
-    text = text.decode() if isinstance(text, bytes) else text
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("ai_") and "kind=" in line:
-            name, fields = line.split(":", 1)
-            d = dict(kv.split("=", 1) for kv in fields.split(","))
-            out[d["kind"]] = d
-    return out
+    return {d["kind"]: d for d in isolated_hosts(c.execute("INFO", "MODULES")).values()}
 
 
 def _wait_ready(c: RawClient, kind: str, old_pid: int | None = None) -> dict:

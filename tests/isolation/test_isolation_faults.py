@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from fault_injection import fault_env
-from helpers import assert_error, assert_ok
+from helpers import assert_error, assert_ok, isolated_host, isolated_hosts
 from redis_server import Connect, RedisServer
 from resp import RawClient, RespError
 
@@ -29,13 +29,7 @@ KEY_ERR = "ERR ONNX backend process exited ({}) while running {}"
 
 def _info(c: RawClient) -> dict:
     """The ai_isolation dictionary of the one isolated backend."""
-    text = c.execute("INFO", "MODULES")
-    text = text.decode() if isinstance(text, bytes) else text
-    for line in text.splitlines():
-        if line.startswith("ai_") and "kind=" in line:
-            fields = line.split(":", 1)[1]
-            return dict(kv.split("=", 1) for kv in fields.split(","))
-    raise AssertionError(f"no isolated backend in INFO:\n{text}")
+    return isolated_host(c.execute("INFO", "MODULES"))
 
 
 def _wait_ready(c: RawClient, old_pid: int | None = None, timeout: float = 30) -> dict:
@@ -284,14 +278,7 @@ def test_a_model_whose_re_creation_crashes_twice_is_quarantined(
 
 def _hosts(c: RawClient) -> dict[str, dict]:
     """Every isolated backend's ai_isolation fields, by field name."""
-    text = c.execute("INFO", "MODULES")
-    text = text.decode() if isinstance(text, bytes) else text
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("ai_") and "kind=" in line:
-            name, fields = line.split(":", 1)
-            out[name] = dict(kv.split("=", 1) for kv in fields.split(","))
-    return out
+    return isolated_hosts(c.execute("INFO", "MODULES"))
 
 
 def _wait_host(c: RawClient, name: str, old_pid: int | None = None,

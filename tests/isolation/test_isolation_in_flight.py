@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from fault_injection import fault_env
-from helpers import assert_ok
+from helpers import assert_ok, isolated_host
 from redis_server import RedisServer
 from resp import RawClient, RespError
 
@@ -31,12 +31,7 @@ DEPTH = 8  # ISO_PIPELINE_DEPTH
 
 
 def _info(c: RawClient) -> dict:
-    text = c.execute("INFO", "MODULES")
-    text = text.decode() if isinstance(text, bytes) else text
-    for line in text.splitlines():
-        if line.startswith("ai_") and "kind=" in line:
-            return dict(kv.split("=", 1) for kv in line.split(":", 1)[1].split(","))
-    raise AssertionError(f"no isolated backend in INFO:\n{text}")
+    return isolated_host(c.execute("INFO", "MODULES"))
 
 
 def _wait(cond, what: str, c: RawClient, timeout: float = 60) -> dict:

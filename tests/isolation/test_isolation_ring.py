@@ -23,21 +23,16 @@ import numpy as np
 import pytest
 
 from fault_injection import fault_env
-from helpers import assert_ok
+from helpers import assert_ok, isolated_host
 from redis_server import RedisServer
 from resp import RawClient, RespError
 
-RING_GARBAGE = -6  # fault backend magic: a thread scribbles on the host-to-core ring
+RING_GARBAGE = -6  # fault backend magic: a thread scribbles on the core-to-host ring
 LARGE = 300_000    # floats: 1.2 MB, over the arena's 1 MiB per tensor, so a sealed region
 
 
 def _info(c: RawClient) -> dict:
-    text = c.execute("INFO", "MODULES")
-    text = text.decode() if isinstance(text, bytes) else text
-    for line in text.splitlines():
-        if line.startswith("ai_") and "kind=" in line:
-            return dict(kv.split("=", 1) for kv in line.split(":", 1)[1].split(","))
-    raise AssertionError(f"no isolated backend in INFO:\n{text}")
+    return isolated_host(c.execute("INFO", "MODULES"))
 
 
 def _server(module_path: pathlib.Path, so: pathlib.Path, *args: str, **env: str) -> RedisServer:
@@ -84,15 +79,19 @@ def _client(port: int, n: int, runs: int, errors: list[str]) -> None:
         errors.append(f"client {n}: {e!r}")
 
 
-def test_many_clients_through_the_ring(ring_server: RedisServer) -> None:
+def _clients(port: int, ns: range, runs: int) -> None:
+    """Clients ns at once, each `runs` runs; every one finishes with its own outputs."""
     errors: list[str] = []
-    threads = [threading.Thread(target=_client, args=(ring_server.port, n, 150, errors))
-               for n in range(8)]
+    threads = [threading.Thread(target=_client, args=(port, n, runs, errors)) for n in ns]
     for t in threads:
         t.start()
     for t in threads:
         t.join(300)
-    assert not errors, errors[:5]
+    assert not errors and not any(t.is_alive() for t in threads), errors[:5]
+
+
+def test_many_clients_through_the_ring(ring_server: RedisServer) -> None:
+    _clients(ring_server.port, range(8), 150)
     with RawClient(ring_server.port) as c:
         info = _info(c)
         assert info["restarts"] == "0", info
@@ -104,14 +103,7 @@ def test_ring_off_uses_the_socket(module_path: pathlib.Path,
                                   fault_backend: pathlib.Path) -> None:
     s = _server(module_path, fault_backend, REDISAI_ISOLATED_RING="0")
     try:
-        errors: list[str] = []
-        threads = [threading.Thread(target=_client, args=(s.port, n, 40, errors))
-                   for n in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(300)
-        assert not errors, errors[:5]
+        _clients(s.port, range(4), 40)
         with RawClient(s.port) as c:
             info = _info(c)
             assert _ring_maps(int(info["pid"])) == 0, info
@@ -125,8 +117,8 @@ def test_garbage_in_the_ring_is_a_protocol_error(ring_server: RedisServer) -> No
         assert_ok(c.execute("AI.TENSORSET", "ok", "FLOAT", 2, "VALUES", 0.5, 2))
         before = _info(c)
         c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "bad", "OUTPUTS", 1, "y")
-        # The scribbling thread races with the host's own publishing: the core sees the
-        # impossible count at one of the next reads, fails that run and kills the host.
+        # The scribbling thread races with the host's own writes of its count: the core sees
+        # the impossible count before one of the next sends, fails that run and kills the host.
         failed = None
         deadline = time.monotonic() + 30
         while failed is None and time.monotonic() < deadline:
@@ -135,7 +127,7 @@ def test_garbage_in_the_ring_is_a_protocol_error(ring_server: RedisServer) -> No
                 failed = str(r)
         assert failed is not None, "the host was never refused"
         assert failed.startswith("ERR ONNX backend process exited (killed: protocol error: "
-                                 "ring: the writer's counter is out of range)"), failed
+                                 "ring: the reader's counter is out of range)"), failed
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             after = _info(c)
@@ -158,13 +150,7 @@ def test_answers_are_found_alone_together_and_after_sleeping(module_path: pathli
         errors: list[str] = []
         _client(s.port, 0, 200, errors)   # alone: the worker spins for its answers
         assert not errors, errors
-        threads = [threading.Thread(target=_client, args=(s.port, n, 30, errors))
-                   for n in range(1, 17)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(300)
-        assert not errors and not any(t.is_alive() for t in threads), errors[:5]
+        _clients(s.port, range(1, 17), 30)
         time.sleep(0.05)   # past any spin: the worker and the host sleep
         _client(s.port, 0, 3, errors)
         assert not errors, errors

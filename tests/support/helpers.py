@@ -101,3 +101,23 @@ def info_field(info_text: bytes | str, field: str) -> str | None:
         if line.startswith(field + ":"):
             return line.split(":", 1)[1].strip()
     return None
+
+
+def isolated_hosts(info_text: bytes | str) -> dict[str, dict[str, str]]:
+    """INFO MODULES' line of each isolated backend (docs/info.md, ai_isolation), by its field
+    name: {"ai_onnx_...": {"kind": "ONNX", "state": "ready", "pid": ..., ...}}."""
+    if isinstance(info_text, bytes):
+        info_text = info_text.decode()
+    out = {}
+    for line in info_text.splitlines():
+        if line.startswith("ai_") and "kind=" in line:
+            name, fields = line.split(":", 1)
+            out[name] = dict(kv.split("=", 1) for kv in fields.split(","))
+    return out
+
+
+def isolated_host(info_text: bytes | str) -> dict[str, str]:
+    """The line of the one isolated backend."""
+    hosts = isolated_hosts(info_text)
+    assert len(hosts) == 1, f"not exactly one isolated backend in INFO: {hosts}"
+    return next(iter(hosts.values()))

@@ -31,6 +31,12 @@ static int exchange(IsoChan *c, uint64_t gen, uint64_t id, const char *key, uint
     char why[300] = "";
     int sent = !b->oom && IsoRing_Send(&c->ring, type, id, b->data, b->len, &region,
                                        region >= 0 ? 1 : 0) == 0;
+    const char *fault = sent ? NULL : IsoRing_SendFault(errno);
+    if (fault) {
+        char reason[300];
+        snprintf(reason, sizeof(reason), "killed: protocol error: %s", fault);
+        IsoControl_KillWithReason(s, gen, reason, "killed_protocol");
+    }
     long long deadline = Iso_NowMs() + IsoChan_RunTimeoutMs(s);
     int result = -1, died = !sent;
     while (!died) {

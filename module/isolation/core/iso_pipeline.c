@@ -257,6 +257,7 @@ int IsoPipeline_Submit(void *handle, const RAI_RunInfo *info, RAI_Tensor *const 
     int sent = rc == 0 && !b.oom &&
                IsoRing_Send(&c->ring, ISO_MSG_MODEL_RUN, id, b.data, b.len, &region,
                             region >= 0 ? 1 : 0) == 0;
+    const char *fault = sent ? NULL : IsoRing_SendFault(errno);
     IsoBuf_Free(&b);
     if (region >= 0) close(region);
     if (rc != 0) {
@@ -290,9 +291,16 @@ int IsoPipeline_Submit(void *handle, const RAI_RunInfo *info, RAI_Tensor *const 
     c->tail = r;
     c->npending++;
     tl_pending++;
-    /* A send that failed means the host is gone: this run and those before
-     * it get its exit error, delivered as answers. */
-    if (!sent) chanDied(c);
+    /* A send that failed means the host is gone (or broke its ring: it is
+     * killed for it): this run and those before it get its exit error,
+     * delivered as answers. */
+    if (!sent && fault) {
+        char reason[300];
+        snprintf(reason, sizeof(reason), "killed: protocol error: %s", fault);
+        killFor(c, reason, "killed_protocol");
+    } else if (!sent) {
+        chanDied(c);
+    }
     return 0;
 }
 
