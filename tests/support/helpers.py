@@ -121,3 +121,17 @@ def isolated_host(info_text: bytes | str) -> dict[str, str]:
     hosts = isolated_hosts(info_text)
     assert len(hosts) == 1, f"not exactly one isolated backend in INFO: {hosts}"
     return next(iter(hosts.values()))
+
+
+def runnable_seconds(pid: int) -> float:
+    """Seconds the threads of process pid have been running or waiting to run (the first two
+    fields of each /proc/<pid>/task/<tid>/schedstat). A thread that spins counts its whole
+    spin here whatever its share of a loaded machine's CPUs; a sleeping one counts nothing."""
+    total = 0
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        try:
+            on_cpu, waiting = (task / "schedstat").read_text().split()[:2]
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+        total += int(on_cpu) + int(waiting)
+    return total / 1e9
