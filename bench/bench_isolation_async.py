@@ -31,7 +31,10 @@ Every server's output is compared with the framework's own result. Writes
 bench/results/isolation-async-<UTC timestamp>.json and prints medians and ranges.
 
     python bench/bench_isolation_async.py [--install DIR] [--build DIR] [--rounds 3]
-        [--seconds 4] [--requests 4000]
+        [--seconds 4] [--requests 4000] [--sweep 1,2,4,8]
+
+With --sweep, the CNN is also measured at each of those client counts, every round, and the
+ratios to in-process are printed and written per count.
 """
 from __future__ import annotations
 
@@ -147,10 +150,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=4.0, help="per 32-client measurement")
     ap.add_argument("--requests", type=int, default=4000, help="per 1-client measurement")
+    ap.add_argument("--sweep", default="",
+                    help="more client counts for the CNN cell, e.g. 1,2,4,8 (ratios per count)")
     ap.add_argument("--out", default=str(HERE / "results"))
     opts = ap.parse_args()
     if opts.rounds < 3:
         raise SystemExit("--rounds: at least 3")
+    sweep = [int(x) for x in opts.sweep.split(",") if x]
     install = base.find_install(opts.install)
     _floor_exe, load_exe = floor_tools.build(pathlib.Path(opts.build))
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-iso-async-"))
@@ -173,7 +179,8 @@ def main() -> int:
                 s.check(model, kind)
         for r in range(opts.rounds):
             order = SERVERS[r % len(SERVERS):] + SERVERS[:r % len(SERVERS)]
-            rnd: dict[str, Any] = {"order": list(order), "cnn_32": {}, "trivial_1": {}}
+            rnd: dict[str, Any] = {"order": list(order), "cnn_32": {}, "trivial_1": {},
+                                   "cnn_sweep": {}}
             for kind in KINDS:
                 rnd["cnn_32"][kind] = {}
                 for label in order:
@@ -188,6 +195,17 @@ def main() -> int:
                     print(f"round {r + 1} CNN {kind:5} 32 clients {label:15} "
                           f"{res[0]['rps']:8.0f}/s, server CPU "
                           f"{res[0]['server_cpu_us_per_request']:5.1f} us/request", flush=True)
+            for kind in KINDS:
+                rnd["cnn_sweep"][kind] = {}
+                for n in sweep:
+                    rnd["cnn_sweep"][kind][str(n)] = {}
+                    for label in order:
+                        s = servers[label]
+                        res = s.load.run([s.cmds[("cnn", kind)]], clients=n,
+                                         seconds=opts.seconds, warmup=10)
+                        rnd["cnn_sweep"][kind][str(n)][label] = res[0]
+                        print(f"round {r + 1} CNN {kind:5} {n:2} clients {label:15} "
+                              f"{res[0]['rps']:8.0f}/s", flush=True)
             for kind in KINDS:
                 rnd["trivial_1"][kind] = {}
                 for label in order:
@@ -232,6 +250,18 @@ def main() -> int:
         summary.setdefault("cnn_32_server_cpu_us_per_request", {})[kind] = cpu
         print(f"CNN {kind:5} 32 clients  server CPU us/request (redis-server + hosts): "
               + ", ".join(f"{lab} {v:.1f}" for lab, v in cpu.items()))
+    summary["cnn_sweep_ratio"] = {}
+    for kind in KINDS:
+        summary["cnn_sweep_ratio"][kind] = {}
+        for n in sweep:
+            rps = {lab: [rd["cnn_sweep"][kind][str(n)][lab]["rps"] for rd in rounds]
+                   for lab in SERVERS}
+            summary["cnn_sweep_ratio"][kind][str(n)] = {
+                lab: base.med([a / b for a, b in zip(rps[lab], rps["in-process"])])
+                for lab in ISOLATED}
+            print(f"CNN {kind:5} {n:2} clients  isolated / in-process: " + ", ".join(
+                f"{lab} {v:.2f}" for lab, v in summary["cnn_sweep_ratio"][kind][str(n)].items())
+                + f"  (in-process {base.med(rps['in-process']):.0f}/s)")
     for kind in KINDS:
         p50 = {lab: [rd["trivial_1"][kind][lab]["run"]["p50_us"] for rd in rounds]
                for lab in (*SERVERS, "in-process-queued")}
@@ -248,7 +278,7 @@ def main() -> int:
     doc = {"timestamp": stamp, "install": str(install), "cores": os.cpu_count(),
            "rounds": rounds, "summary": summary, "loadavg": [loadavg_start, os.getloadavg()],
            "settings": {"THREADS_PER_QUEUE": 1, "seconds": opts.seconds,
-                        "requests": opts.requests, "clients_cnn": 32}}
+                        "requests": opts.requests, "clients_cnn": 32, "sweep": sweep}}
     path = base.write_result(opts.out, f"isolation-async-{stamp}", doc)
     print(f"\nwrote {path}")
     return 0
