@@ -34,8 +34,9 @@ def _info(c: RawClient) -> dict:
     return isolated_host(c.execute("INFO", "MODULES"))
 
 
-def _server(module_path: pathlib.Path, so: pathlib.Path, *args: str, **env: str) -> RedisServer:
-    s = RedisServer(module_path, ["ISOLATE", "ONNX", "THREADS_PER_QUEUE", "1", *args],
+def _server(module_path: pathlib.Path, so: pathlib.Path, *args: str, threads: int = 1,
+            **env: str) -> RedisServer:
+    s = RedisServer(module_path, ["ISOLATE", "ONNX", "THREADS_PER_QUEUE", str(threads), *args],
                     env=fault_env(**env))
     with RawClient(s.port) as c:
         assert_ok(c.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(so)))
@@ -96,6 +97,19 @@ def test_many_clients_through_the_ring(ring_server: RedisServer) -> None:
         assert info["restarts"] == "0", info
         # The one worker's channel (and any other core thread's) has its ring mapped.
         assert _ring_maps(int(info["pid"])) >= 1, info
+
+
+def test_two_workers_have_a_ring_each(module_path: pathlib.Path,
+                                      fault_backend: pathlib.Path) -> None:
+    s = _server(module_path, fault_backend, threads=2)
+    try:
+        _clients(s.port, range(8), 100)
+        with RawClient(s.port) as c:
+            info = _info(c)
+            assert info["restarts"] == "0", info
+            assert _ring_maps(int(info["pid"])) >= 2, info
+    finally:
+        s.stop()
 
 
 def test_ring_off_uses_the_socket(module_path: pathlib.Path,
