@@ -19,11 +19,12 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "isolation/iso_shm.h"
 
 #define ISO_RING_WRAP 0xFFFFFFFFu
 #define ENTRY_HEAD 8u
-#define ROOM_WAIT_NS (2LL * 1000 * 1000 * 1000)
+#define ROOM_WAIT_US (2LL * 1000 * 1000)
 
 _Static_assert(2 * sizeof(IsoRingCtl) <= 4096, "the counters fit the first page");
 
@@ -72,8 +73,8 @@ void IsoRing_Detach(IsoRing *r) {
 /* Waits until need bytes are free (the reader consumes them). 0, or -1 with
  * errno. */
 static int room(IsoRing *r, size_t need) {
-    struct timespec start, now, nap = {.tv_nsec = 50 * 1000};
-    int waited = 0;
+    struct timespec nap = {.tv_nsec = 50 * 1000};
+    long long until = 0;
     for (;;) {
         uint64_t tail = __atomic_load_n(&r->out_ctl->tail, __ATOMIC_ACQUIRE);
         uint64_t used = r->out_head - tail;
@@ -82,12 +83,9 @@ static int room(IsoRing *r, size_t need) {
             return -1;
         }
         if (ISO_RING_BYTES - used >= need) return 0;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (!waited) {
-            start = now;
-            waited = 1;
-        } else if ((now.tv_sec - start.tv_sec) * 1000000000LL + (now.tv_nsec - start.tv_nsec) >
-                   ROOM_WAIT_NS) {
+        if (until == 0) {
+            until = Clock_NowUs() + ROOM_WAIT_US;
+        } else if (Clock_NowUs() > until) {
             errno = ETIMEDOUT;
             return -1;
         }
@@ -225,20 +223,14 @@ void IsoRing_SpinHint(IsoRing *r, long long spin_us) {
     __atomic_store_n(&r->out_ctl->spin_us, (uint64_t)spin_us, __ATOMIC_RELAXED);
 }
 
-static long long nowUs(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Looks for a message for as long as the writer's hint says (a value past
  * ISO_RING_SPIN_MAX_US is the writer's garbage and capped). 1 when one came. */
 static int spinForMessage(IsoRing *r) {
     uint64_t spin = __atomic_load_n(&r->in_ctl->spin_us, __ATOMIC_RELAXED);
     if (spin == 0) return 0;
     if (spin > ISO_RING_SPIN_MAX_US) spin = ISO_RING_SPIN_MAX_US;
-    long long end = nowUs() + (long long)spin;
-    while (nowUs() < end) {
+    long long end = Clock_NowUs() + (long long)spin;
+    while (Clock_NowUs() < end) {
         if (IsoRing_Ready(r)) return 1;
         sched_yield();
     }

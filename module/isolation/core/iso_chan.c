@@ -49,16 +49,11 @@ static pthread_key_t chan_key;
 static pthread_once_t chan_once = PTHREAD_ONCE_INIT;
 static uint64_t next_channel_id;
 
-/* REDISAI_ISOLATED_RING=0 in Redis's environment: channels carry every
- * message on their socket, as before the ring (for comparisons, like
- * REDISAI_ISOLATED_IN_FLIGHT; not a setting). Read at the first channel. */
-static int useRing(void) {
-    static int use = -1;
-    if (__atomic_load_n(&use, __ATOMIC_RELAXED) < 0) {
-        const char *env = getenv("REDISAI_ISOLATED_RING");
-        __atomic_store_n(&use, !(env && !strcmp(env, "0")), __ATOMIC_RELAXED);
-    }
-    return __atomic_load_n(&use, __ATOMIC_RELAXED);
+/* Set at load (IsoChan_UseRing), before any channel. */
+static int use_ring = 1;
+
+void IsoChan_UseRing(int use) {
+    use_ring = use;
 }
 
 static void closeChan(IsoChan *c) {
@@ -71,7 +66,7 @@ static void closeChan(IsoChan *c) {
         }
     }
     if (c->slot->generation == c->generation && c->slot->channels > 0) c->slot->channels--;
-    close(c->sock);
+    close(c->ring.sock);
     pthread_mutex_unlock(&c->slot->mu);
     IsoRing_Detach(&c->ring);
     IsoShm_Unmap(c->c2h, c->len);
@@ -102,17 +97,16 @@ static IsoChan *openChan(IsoSlot *s, uint64_t gen, RAI_Error *err, int *died) {
     if (c == NULL || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0 ||
         (c2h = IsoShm_CreateArena("redisai-c2h", ISO_ARENA_SIZE)) < 0 ||
         (h2c = IsoShm_CreateArena("redisai-h2c", ISO_ARENA_SIZE)) < 0 ||
-        (useRing() && (ring = IsoRing_Create()) < 0)) {
+        (use_ring && (ring = IsoRing_Create()) < 0)) {
         Error_SetFmt(err, "ERR cannot open a channel to the %s backend host: %s",
                      Backend_KindName(s->kind), strerror(errno));
         goto fail;
     }
     c->slot = s;
     c->generation = gen;
-    c->sock = sv[0];
-    IsoRing_Plain(&c->ring, c->sock);
+    IsoRing_Plain(&c->ring, sv[0]);
     char rwhy[160];
-    if (ring >= 0 && !IsoRing_Attach(&c->ring, c->sock, ring, 0, rwhy, sizeof(rwhy))) {
+    if (ring >= 0 && !IsoRing_Attach(&c->ring, sv[0], ring, 0, rwhy, sizeof(rwhy))) {
         Error_SetFmt(err, "ERR cannot map a channel's ring: %s", rwhy);
         goto fail;
     }
@@ -160,7 +154,7 @@ static IsoChan *openChan(IsoSlot *s, uint64_t gen, RAI_Error *err, int *died) {
     s->channels++;
     c->next_in_slot = s->chans;
     s->chans = c;
-    if (s->generation != gen) shutdown(c->sock, SHUT_RDWR); /* died meanwhile */
+    if (s->generation != gen) shutdown(c->ring.sock, SHUT_RDWR); /* died meanwhile */
     pthread_mutex_unlock(&s->mu);
     return c;
 

@@ -20,8 +20,7 @@ struct IsoInflight;
 typedef struct IsoChan {
     IsoSlot *slot;
     uint64_t generation;
-    int sock;
-    IsoRing ring;       /* every message goes through it (iso_ring.h) */
+    IsoRing ring;       /* the socket (ring.sock) and the ring every message goes through */
     unsigned char *c2h; /* written here */
     unsigned char *h2c; /* read here */
     size_t len;
@@ -38,6 +37,8 @@ typedef struct IsoChan {
  * by a new run, or its thread's end): iso_pipeline.c's, set at load, so
  * that this file does not call the pipeline, which calls it. */
 void IsoChan_SetRetire(void (*fn)(IsoChan *c));
+/* Whether new channels get a ring (iso_ring.h), else the socket alone. */
+void IsoChan_UseRing(int use);
 /* The calling thread's channel to slot s, if it has one (may be stale). */
 IsoChan *IsoChan_Current(IsoSlot *s);
 /* The calling thread's channel of generation gen, opened when needed. NULL

@@ -20,7 +20,7 @@
 #include "isolation/core/iso_pipeline.h"
 
 void IsoChannel_ShutdownAll(IsoSlot *s) {
-    for (IsoChan *c = s->chans; c; c = c->next_in_slot) shutdown(c->sock, SHUT_RDWR);
+    for (IsoChan *c = s->chans; c; c = c->next_in_slot) shutdown(c->ring.sock, SHUT_RDWR);
 }
 
 /* Sends the encoded request id and serves the channel until its reply.
@@ -41,7 +41,7 @@ static int exchange(IsoChan *c, uint64_t gen, uint64_t id, const char *key, uint
     int result = -1, died = !sent;
     while (!died) {
         long long left = deadline - Iso_NowMs();
-        struct pollfd p = {.fd = c->sock, .events = POLLIN};
+        struct pollfd p = {.fd = c->ring.sock, .events = POLLIN};
         int pr = 1;
         if (IsoRing_Sleep(&c->ring)) {
             pr = left > 0 ? poll(&p, 1, (int)(left > 1000000 ? 1000000 : left)) : 0;

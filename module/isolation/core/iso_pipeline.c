@@ -194,7 +194,7 @@ void IsoPipeline_Drain(IsoChan *c) {
     IsoSlot *s = c->slot;
     while (IsoChan_Current(s) == c && c->npending) {
         long long left = c->head->deadline - Iso_NowMs();
-        struct pollfd p = {.fd = c->sock, .events = POLLIN};
+        struct pollfd p = {.fd = c->ring.sock, .events = POLLIN};
         int pr = 1;
         if (IsoRing_Sleep(&c->ring)) {
             pr = left > 0 ? poll(&p, 1, (int)(left > 1000000 ? 1000000 : left)) : 0;
@@ -348,7 +348,7 @@ void IsoPipeline_Wait(int wake_fd, long long max_ms) {
         if (c->ring.mem == NULL) plain = 1;
         slots[n] = s;
         asleep[n] = 0;
-        p[n++] = (struct pollfd){.fd = c->sock, .events = POLLIN};
+        p[n++] = (struct pollfd){.fd = c->ring.sock, .events = POLLIN};
     }
     int nfds = n;
     if (wake_fd >= 0) p[nfds++] = (struct pollfd){.fd = wake_fd, .events = POLLIN};

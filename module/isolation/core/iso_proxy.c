@@ -56,6 +56,10 @@ void Iso_Init(RedisModuleCtx *ctx, const RAI_HostApi *api) {
     if (want > ISO_PIPELINE_DEPTH) want = ISO_PIPELINE_DEPTH;
     async_ops.max_in_flight = want > 0 ? (size_t)want : 0;
     AsyncRun_Register(want > 0 ? &async_ops : NULL);
+    /* REDISAI_ISOLATED_RING=0: every message on the channels' sockets, as
+     * before the ring (the same kind of comparison; not a setting). */
+    const char *ring = getenv("REDISAI_ISOLATED_RING");
+    IsoChan_UseRing(!(ring && !strcmp(ring, "0")));
     IsoChan_SetRetire(IsoPipeline_FailAll);
     IsoControl_SetHooks(&(IsoControlHooks){
         .channels_down = IsoChannel_ShutdownAll,

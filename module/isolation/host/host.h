@@ -127,8 +127,7 @@ void HostMapping_Release(void *mapping);            /* the tensor release of Hos
 
 typedef struct HostChannel {
     uint64_t id;
-    int sock;
-    IsoRing ring; /* every message goes through it (iso_ring.h) */
+    IsoRing ring; /* the socket (ring.sock) and the ring every message goes through */
     int c2h_fd;       /* kept to map the arena again when a view is retired */
     HostMapping *c2h; /* core to host arena: the current view, read-only */
     unsigned char *h2c; /* host to core arena */

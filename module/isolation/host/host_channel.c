@@ -233,7 +233,7 @@ static void *channelMain(void *arg) {
         IsoMsg_Free(&m);
     }
     IsoRing_Detach(&ch->ring);
-    close(ch->sock);
+    close(ch->ring.sock);
     close(ch->c2h_fd);
     HostMapping_Release(ch->c2h); /* tensors a backend kept still hold theirs */
     IsoShm_Unmap(ch->h2c, ch->h2c_len);
@@ -256,7 +256,6 @@ int HostChannel_Open(uint64_t channel_id, int sock, int c2h, int h2c, int ring, 
     malformed = ch != NULL && !ok;
     if (ok) {
         ch->id = channel_id;
-        ch->sock = sock;
         ch->c2h_fd = c2h; /* kept: the arena is mapped again when a view is retired */
         void *view = IsoShm_Map(c2h, c2h_len, 0);
         ch->c2h = view ? HostMapping_New(view, c2h_len) : NULL;
