@@ -13,6 +13,7 @@
 
 #include "core/config.h"
 #include "engine/inline_run.h"
+#include "engine/main_spin.h"
 #include "engine/run_queue.h"
 #include "isolation/core/iso_info.h"
 #include "loader/backend_loader.h"
@@ -127,6 +128,7 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddFieldLongLong(ctx, "inline_run_max_us", rai_config.inline_run_max_us);
     RedisModule_InfoAddFieldLongLong(ctx, "inline_runs", InlineRun_Count());
     RedisModule_InfoAddFieldLongLong(ctx, "worker_spin_us", rai_config.worker_spin_us);
+    RedisModule_InfoAddFieldLongLong(ctx, "main_spin_passes", MainSpin_Passes());
 
     /* Not in a crash report: it takes the isolation locks. */
     if (!for_crash_report) Iso_InfoSection(ctx, isKindDefault);

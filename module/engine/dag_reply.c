@@ -10,6 +10,7 @@
 #include "core/messages.h"
 #include "engine/blocked_time.h"
 #include "engine/inline_run.h"
+#include "engine/main_spin.h"
 #include "engine/tensor_reply.h"
 #include "types/model.h"
 #include "types/run_stats.h"
@@ -163,6 +164,7 @@ int Dag_Reply(RedisModuleCtx *ctx, RAI_Dag *dag) {
 int Dag_ReplyCallback(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     REDISMODULE_NOT_USED(argv);
     REDISMODULE_NOT_USED(argc);
+    MainSpin_Note();
     return Dag_Reply(ctx, RedisModule_GetBlockedClientPrivateData(ctx));
 }
 

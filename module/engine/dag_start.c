@@ -9,6 +9,7 @@
 #include "engine/dag_reply.h"
 #include "engine/dag_run.h"
 #include "engine/inline_run.h"
+#include "engine/main_spin.h"
 
 /* The queue of the first model or script op, else the CPU queue. */
 static RAI_RunQueue *firstQueue(RAI_Dag *dag, RAI_Error *err) {
@@ -46,6 +47,7 @@ int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
     if (InlineRun_Decide(ctx, single_model ? op->model : NULL,
                          single_model ? Dag_OpInputBytes(dag, op) : 0, first)) {
         runInline(ctx, dag, RunQueue_Threads(first));
+        MainSpin_Note();
         return REDISMODULE_OK;
     }
     Dag_CaptureCaller(ctx, dag);
@@ -54,6 +56,7 @@ int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
     InlineRun_QueuedStart();
     dag->enqueued_ms = Clock_NowMs();
     RunQueue_Push(first, dag);
+    MainSpin_Note();
     return REDISMODULE_OK;
 }
 

@@ -11,6 +11,9 @@ microseconds before it sleeps, when at most one client waits for a queued run.
   keep the worker running or waiting to run for about 10 ms each, with 0 they do not, and never
   for the whole run of requests (/proc/<pid>/task/*/schedstat, which a loaded machine does not
   skew as it skews CPU time);
+* the main thread spins too (engine/main_spin.c): after a lone client's run is handed off or
+  answered, and after an inline run, `ai_main_spin_passes` counts the event loop's passes kept
+  from sleeping; with 0 there are none, and the spin ends;
 * a restricted ACL user (no @admin, key patterns) runs queued models on its keys only, reads
   the setting with `AI.CONFIG GET` as it reads the others, cannot load code, and a user
   without `ai.config` cannot read it.
@@ -23,7 +26,7 @@ import time
 import pytest
 
 import engine_models as em
-from helpers import assert_ok, info_field, runnable_seconds
+from helpers import assert_ok, info_field, runnable_seconds_by_thread
 from redis_server import RedisServer, start_expecting_failure
 from resp import RawClient, RespError
 
@@ -97,28 +100,61 @@ def test_queued_runs_answer_alone_together_and_after_sleeping(module_path, onnx_
         s.stop()
 
 
+def spin_measured(module_path, onnx_backend_path, spin: str,
+                  *args: str) -> tuple[dict[int, float], float, int, int]:
+    """A lone client's 25 requests 20 ms apart: the seconds each thread ran or waited to run
+    meanwhile, the wall time, main_spin_passes and the main thread's id (Redis's pid)."""
+    s = start(module_path, onnx_backend_path, "WORKER_SPIN_US", spin, *args)
+    try:
+        with RawClient(s.port) as c:
+            store(c)
+            run_and_check(c, 1)
+            time.sleep(0.05)
+            before, start_s = runnable_seconds_by_thread(s.proc.pid), time.monotonic()
+            for i in range(25):
+                run_and_check(c, i)
+                time.sleep(0.02)   # longer than the spin: each ends in sleep
+            after = runnable_seconds_by_thread(s.proc.pid)
+            wall = time.monotonic() - start_s
+            passes = int(info_field(c.execute("INFO", "MODULES"), "ai_main_spin_passes"))
+            return ({tid: sec - before.get(tid, 0.0) for tid, sec in after.items()}, wall,
+                    passes, s.proc.pid)
+    finally:
+        s.stop()
+
+
 def test_the_spin_happens_and_ends(module_path, onnx_backend_path) -> None:
-    spent, wall = {}, {}
-    for spin in ("0", "10000"):
-        s = start(module_path, onnx_backend_path, "WORKER_SPIN_US", spin)
-        try:
-            with RawClient(s.port) as c:
-                store(c)
-                run_and_check(c, 1)
-                time.sleep(0.05)
-                before, start_s = runnable_seconds(s.proc.pid), time.monotonic()
-                for i in range(25):
-                    run_and_check(c, i)
-                    time.sleep(0.02)   # longer than the spin: each ends in sleep
-                spent[spin] = runnable_seconds(s.proc.pid) - before
-                wall[spin] = time.monotonic() - start_s
-        finally:
-            s.stop()
+    off, _, off_passes, off_main = spin_measured(module_path, onnx_backend_path, "0")
+    on, wall, on_passes, on_main = spin_measured(module_path, onnx_backend_path, "10000")
     # 25 spins of up to 10 ms: about 0.25 s more that the worker runs or waits to run (its
-    # CPU time alone depends on the machine's load), and each spin ends: a worker that spun
+    # CPU time alone depends on the machine's load), and each spin ends: a thread that spun
     # on would be runnable for the whole run of requests
-    assert spent["10000"] - spent["0"] > 0.1, (spent, wall)
-    assert spent["10000"] < 0.8 * wall["10000"], (spent, wall)
+    workers_off = sum(sec for tid, sec in off.items() if tid != off_main)
+    workers_on = sum(sec for tid, sec in on.items() if tid != on_main)
+    assert workers_on - workers_off > 0.1, (off, on, wall)
+    assert max(on.values()) < 0.8 * wall, (on, wall)
+    # the main thread too (engine/main_spin.c): after each hand-off and each reply
+    assert off_passes == 0 and on_passes > 25, (off_passes, on_passes)
+    assert on[on_main] - off[off_main] > 0.1, (off, on, wall)
+
+
+def test_the_main_thread_spins_after_inline_runs_too(module_path, onnx_backend_path) -> None:
+    s = RedisServer(module_path, ["ONNX", str(onnx_backend_path), "INLINE_RUN_MAX_US", "10000"])
+    try:
+        with RawClient(s.port) as c:
+            store(c)
+            for i in range(5):
+                run_and_check(c, i)
+            fields = c.execute("INFO", "MODULES")
+            assert int(info_field(fields, "ai_inline_runs")) >= 4
+            passes = int(info_field(fields, "ai_main_spin_passes"))
+            assert passes > 0
+            time.sleep(0.05)   # past the spin: the loop sleeps again, no pass is counted
+            first = int(info_field(c.execute("INFO", "MODULES"), "ai_main_spin_passes"))
+            time.sleep(0.05)
+            assert int(info_field(c.execute("INFO", "MODULES"), "ai_main_spin_passes")) == first
+    finally:
+        s.stop()
 
 
 def test_a_restricted_user_runs_its_keys_reads_the_setting_and_loads_nothing(

@@ -123,15 +123,21 @@ def isolated_host(info_text: bytes | str) -> dict[str, str]:
     return next(iter(hosts.values()))
 
 
-def runnable_seconds(pid: int) -> float:
-    """Seconds the threads of process pid have been running or waiting to run (the first two
-    fields of each /proc/<pid>/task/<tid>/schedstat). A thread that spins counts its whole
-    spin here whatever its share of a loaded machine's CPUs; a sleeping one counts nothing."""
-    total = 0
+def runnable_seconds_by_thread(pid: int) -> dict[int, float]:
+    """Seconds each thread of process pid (by thread id; the main thread's is pid) has been
+    running or waiting to run (the first two fields of /proc/<pid>/task/<tid>/schedstat). A
+    thread that spins counts its whole spin here whatever its share of a loaded machine's CPUs;
+    a sleeping one counts nothing."""
+    seconds = {}
     for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
         try:
             on_cpu, waiting = (task / "schedstat").read_text().split()[:2]
         except (OSError, ValueError):
             continue  # a thread that ended meanwhile
-        total += int(on_cpu) + int(waiting)
-    return total / 1e9
+        seconds[int(task.name)] = (int(on_cpu) + int(waiting)) / 1e9
+    return seconds
+
+
+def runnable_seconds(pid: int) -> float:
+    """runnable_seconds_by_thread's sum: the whole process."""
+    return sum(runnable_seconds_by_thread(pid).values())
