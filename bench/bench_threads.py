@@ -9,7 +9,8 @@ backends/common/backend_threads.h) and INTRA_OP_PARALLELISM 2 and 1 (--fixed). E
 every server in turn, the order rotating from repetition to repetition, so that trees and
 settings alternate at the finest grain and share the machine's noise. The client is
 bench/floor/rai_load.c (C, one thread, epoll). Prints per cell the median throughput of each
-server and its range, the ratio of each tree's defaults to its best fixed setting, and the ratio
+server and its range, the server's CPU per request (all its threads, and its main thread),
+the ratio of each tree's defaults to its best fixed setting, and the ratio
 of every tree to the first one per setting; writes bench/results/threads-<stamp>.json.
 
     PYTHONPATH=. .venv/bin/python bench/bench_threads.py [--reps 3] [--kinds TF,TORCH,ONNX]
@@ -32,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Callable
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -46,14 +47,35 @@ CELLS = (("trivial", 1), ("cnn", 1), ("trivial", 32), ("cnn", 32))
 Server = tuple[str, str, str, pathlib.Path, list[str]]
 
 
+def on_cpu_s(pid: int) -> tuple[float, float]:
+    """Seconds on a CPU of redis-server's threads together and of its main thread alone (the
+    first field of /proc/<pid>/task/<tid>/schedstat: nanoseconds, unlike /proc's ticks)."""
+    total = main = 0
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+        try:
+            ns = int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+        total += ns
+        if task.name == str(pid):
+            main = ns
+    return total / 1e9, main / 1e9
+
+
 def measure(b: bench_floor.Backend, model: str, clients: int, seconds: float,
             requests_1: dict[str, int]) -> dict[str, Any]:
     inline_before = b.inline_runs()
+    cpu_before = on_cpu_s(b.srv.proc.pid)
     if clients == 1:
         (res,) = b.load.run([b.cmds[model]], clients=1, requests=requests_1[model], warmup=50)
     else:
         (res,) = b.load.run([b.cmds[model]], clients=clients, seconds=seconds, warmup=10)
     res["loadavg1_after"] = os.getloadavg()[0]
+    cpu_after = on_cpu_s(b.srv.proc.pid)
+    # the warm-up's few requests are in the CPU but not in the count: a slight overestimate
+    done = res["count"]
+    res["server_cpu_us_per_req"] = (cpu_after[0] - cpu_before[0]) * 1e6 / max(done, 1)
+    res["main_cpu_us_per_req"] = (cpu_after[1] - cpu_before[1]) * 1e6 / max(done, 1)
     # runs answered on the main thread (INLINE_RUN_MAX_US), warm-up included
     res["inline_runs"] = b.inline_runs() - inline_before
     return res
@@ -107,9 +129,27 @@ def measure_kind(kind: str, servers: list[Server], manifest: dict[str, Any],
         for b in up.values():
             b.stop()
     return {cell: {label: {"rps": summarize([r["rps"] for r in rs]),
-                           "p50_us": summarize([r["p50_us"] for r in rs]), "rounds": rs}
+                           "p50_us": summarize([r["p50_us"] for r in rs]),
+                           "server_cpu_us_per_req":
+                               summarize([r["server_cpu_us_per_req"] for r in rs]),
+                           "main_cpu_us_per_req":
+                               summarize([r["main_cpu_us_per_req"] for r in rs]),
+                           "rounds": rs}
                    for label, rs in per.items()}
             for cell, per in raw.items()}
+
+
+def print_per_server(doc: dict[str, Any], servers: list[Server], cells_run: list[tuple[str, int]],
+                     fmt: Callable[[dict[str, Any]], str]) -> None:
+    """A table, a row per cell and a column per server, each entry fmt(the cell's figures)."""
+    head = "| backend | model | clients | " + " | ".join(s[0] for s in servers) + " |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for kind, cells in doc["backends"].items():
+        for model, clients in cells_run:
+            per = cells[f"{model}_{clients}"]
+            print(f"| {kind} | {model} | {clients} | "
+                  + " | ".join(fmt(per[s[0]]) for s in servers) + " |")
 
 
 def report(doc: dict[str, Any], servers: list[Server], trees: list[str], fixed: list[int],
@@ -117,16 +157,12 @@ def report(doc: dict[str, Any], servers: list[Server], trees: list[str], fixed: 
     settings = ["defaults"] + [f"intra{n}" for n in fixed]
     print(f"\nthroughput, req/s: median [min-max] of {doc['reps']} alternating repetitions; "
           f"load {doc['loadavg_start'][0]:.1f} -> {doc['loadavg_end'][0]:.1f}")
-    head = "| backend | model | clients | " + " | ".join(s[0] for s in servers) + " |"
-    print(head)
-    print("|" + "---|" * (head.count("|") - 1))
+    print_per_server(doc, servers, cells_run, lambda m: f"{m['rps']['median']:,.0f} "
+                     f"[{m['rps']['min']:,.0f}-{m['rps']['max']:,.0f}]")
     summary = []
     for kind, cells in doc["backends"].items():
         for model, clients in cells_run:
             per = cells[f"{model}_{clients}"]
-            cols = [f"{per[s[0]]['rps']['median']:,.0f} [{per[s[0]]['rps']['min']:,.0f}-"
-                    f"{per[s[0]]['rps']['max']:,.0f}]" for s in servers]
-            print(f"| {kind} | {model} | {clients} | " + " | ".join(cols) + " |")
             row: dict[str, Any] = {"kind": kind, "model": model, "clients": clients}
             for tree in trees:
                 med = {s: per[f"{tree}:{s}"]["rps"]["median"] for s in settings}
@@ -137,6 +173,10 @@ def report(doc: dict[str, Any], servers: list[Server], trees: list[str], fixed: 
                         base_med = per[f"{trees[0]}:{s}"]["rps"]["median"]
                         row[f"{tree}/{trees[0]}:{s}"] = med[s] / base_med if base_med else None
             summary.append(row)
+    print("\nserver CPU per request, us (all threads / the main thread), medians")
+    print_per_server(doc, servers, cells_run,
+                     lambda m: f"{m['server_cpu_us_per_req']['median']:.1f} / "
+                     f"{m['main_cpu_us_per_req']['median']:.1f}")
     print("\nratios of medians (throughput): each tree's defaults / its best fixed setting; "
           f"each tree / {trees[0]} per setting")
     keys = [k for k in summary[0] if "/" in k] if summary else []
