@@ -16,6 +16,12 @@ static int ready_fd = -1;
 static int in_loop = 0;
 static long long spin_until_us = 0;
 static long long passes = 0;
+/* When the previous pass's callback returned. */
+static long long last_pass_end_us = 0;
+
+/* A pass that only came back here takes under a microsecond (0.7 us
+ * measured); one that served a client's command takes several. */
+#define IDLE_PASS_US 2
 
 static int lone(void) {
     return rai_config.worker_spin_us > 0 && RunQueue_ClientsWaiting() <= 1;
@@ -25,14 +31,20 @@ static void onPass(int fd, void *data, int mask) {
     REDISMODULE_NOT_USED(fd);
     REDISMODULE_NOT_USED(data);
     REDISMODULE_NOT_USED(mask);
-    if (!lone() || Clock_NowUs() >= spin_until_us) {
+    long long now = Clock_NowUs();
+    if (!lone() || now >= spin_until_us) {
         RedisModule_EventLoopDel(ready_fd, REDISMODULE_EVENTLOOP_READABLE);
         in_loop = 0;
         return;
     }
     passes++;
-    /* The worker, or a client on this machine, may need this CPU. */
-    sched_yield();
+    /* An idle pass yields the CPU: the framework's own threads or a client
+     * on this machine may need it (a TF CNN at one client lost 8% without
+     * this). A busy pass (other clients' commands) does not: yielding there
+     * handed their CPU time to the run (GET at 32 clients beside a lone
+     * Torch CNN client: -17%). */
+    if (now - last_pass_end_us < IDLE_PASS_US) sched_yield();
+    last_pass_end_us = Clock_NowUs();
 }
 
 void MainSpin_Note(void) {

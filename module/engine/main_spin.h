@@ -10,9 +10,10 @@
  * (inline or queued) and after a run's reply, while at most one client
  * waits for a queued run, the module keeps an always-readable eventfd in
  * Redis's event loop for WORKER_SPIN_US: the loop's poll then returns at
- * once, pass after pass (yielding the CPU to anything runnable between
- * passes), and sees the worker's unblock or the client's next request
- * without a wake-up. With more clients waiting the main thread is busy
+ * once, pass after pass, and sees the worker's unblock or the client's next
+ * request without a wake-up. A pass that did nothing else yields the CPU to
+ * anything runnable (the framework's threads); a busy one does not, so
+ * other clients' commands keep the main thread's share of the CPU. With more clients waiting the main thread is busy
  * anyway and nothing spins; WORKER_SPIN_US 0 turns it off with the
  * workers' spins. Redis 6.2 has no RedisModule_EventLoopAdd: no spin there.
  *
