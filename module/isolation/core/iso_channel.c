@@ -32,11 +32,7 @@ static int exchange(IsoChan *c, uint64_t gen, uint64_t id, const char *key, uint
     int sent = !b->oom && IsoRing_Send(&c->ring, type, id, b->data, b->len, &region,
                                        region >= 0 ? 1 : 0) == 0;
     const char *fault = sent ? NULL : IsoRing_SendFault(errno);
-    if (fault) {
-        char reason[300];
-        snprintf(reason, sizeof(reason), "killed: protocol error: %s", fault);
-        IsoControl_KillWithReason(s, gen, reason, "killed_protocol");
-    }
+    if (fault) IsoControl_KillForProtocol(s, gen, fault);
     long long deadline = Iso_NowMs() + IsoChan_RunTimeoutMs(s);
     int result = -1, died = !sent;
     while (!died) {
@@ -73,9 +69,7 @@ static int exchange(IsoChan *c, uint64_t gen, uint64_t id, const char *key, uint
         }
         if (o == CHAN_DONE) break;
         if (o == CHAN_BAD) {
-            char reason[400];
-            snprintf(reason, sizeof(reason), "killed: protocol error: %s", why);
-            IsoControl_KillWithReason(s, gen, reason, "killed_protocol");
+            IsoControl_KillForProtocol(s, gen, why);
             died = 1;
         }
     }

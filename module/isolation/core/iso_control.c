@@ -137,6 +137,12 @@ void IsoControl_KillWithReason(IsoSlot *s, uint64_t generation, const char *reas
     pthread_mutex_unlock(&s->mu);
 }
 
+void IsoControl_KillForProtocol(IsoSlot *s, uint64_t generation, const char *why) {
+    char reason[400];
+    snprintf(reason, sizeof(reason), "killed: protocol error: %s", why);
+    IsoControl_KillWithReason(s, generation, reason, "killed_protocol");
+}
+
 void IsoControl_ExitError(IsoSlot *s, uint64_t generation, const char *doing, const char *key,
                           RAI_Error *err) {
     struct timespec until;
@@ -344,9 +350,7 @@ static void *supervisorMain(void *arg) {
             if (rc == 1) {
                 onMessage(s, &m);
             } else if (rc == -2) {
-                char reason[300];
-                snprintf(reason, sizeof(reason), "killed: protocol error: %s", why);
-                IsoControl_KillWithReason(s, gens[i], reason, "killed_protocol");
+                IsoControl_KillForProtocol(s, gens[i], why);
             } else if (rc == 0 || (errno != EINTR && errno != EAGAIN)) {
                 onDeath(s);
             }

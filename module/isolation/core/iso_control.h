@@ -36,6 +36,8 @@ int IsoControl_Hello(IsoSlot *s, char *why, size_t whylen);
 /* Kills the host with the reason recorded first (slot->mu not held). */
 void IsoControl_KillWithReason(IsoSlot *s, uint64_t generation, const char *reason,
                                const char *token);
+/* The same for a protocol error: "killed: protocol error: <why>". */
+void IsoControl_KillForProtocol(IsoSlot *s, uint64_t generation, const char *why);
 /* Waits (slot->mu held) until the death of `generation` has a reason; then
  * writes "ERR <kind> backend process exited (<reason>) while <doing> <key>". */
 void IsoControl_ExitError(IsoSlot *s, uint64_t generation, const char *doing, const char *key,

@@ -127,11 +127,6 @@ static void chanDied(IsoChan *c) {
     IsoChan_Drop(s);
 }
 
-static void killFor(IsoChan *c, const char *reason, const char *token) {
-    IsoControl_KillWithReason(c->slot, c->generation, reason, token);
-    chanDied(c);
-}
-
 /* One message from c's host, if one is there (or EOF). 1 when one was
  * read and the channel lives on. */
 static int readOne(IsoChan *c) {
@@ -165,9 +160,8 @@ static int readOne(IsoChan *c) {
     if (o == CHAN_DONE) {
         popAnswered(c);
     } else if (o == CHAN_BAD) {
-        char reason[400];
-        snprintf(reason, sizeof(reason), "killed: protocol error: %s", why);
-        killFor(c, reason, "killed_protocol");
+        IsoControl_KillForProtocol(c->slot, c->generation, why);
+        chanDied(c);
         return 0;
     }
     return 1;
@@ -186,7 +180,8 @@ static int checkDeadline(IsoChan *c, long long now) {
     char reason[300];
     snprintf(reason, sizeof(reason), "killed after %.200s ran past MODEL_EXECUTION_TIMEOUT (%lld ms)",
              c->head->key, rai_config.model_execution_timeout);
-    killFor(c, reason, "killed_timeout");
+    IsoControl_KillWithReason(c->slot, c->generation, reason, "killed_timeout");
+    chanDied(c);
     return 1;
 }
 
@@ -294,11 +289,8 @@ int IsoPipeline_Submit(void *handle, const RAI_RunInfo *info, RAI_Tensor *const 
     /* A send that failed means the host is gone (or broke its ring: it is
      * killed for it): this run and those before it get its exit error,
      * delivered as answers. */
-    if (!sent && fault) {
-        char reason[300];
-        snprintf(reason, sizeof(reason), "killed: protocol error: %s", fault);
-        killFor(c, reason, "killed_protocol");
-    } else if (!sent) {
+    if (!sent) {
+        if (fault) IsoControl_KillForProtocol(c->slot, c->generation, fault);
         chanDied(c);
     }
     return 0;
