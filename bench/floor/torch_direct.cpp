@@ -19,7 +19,7 @@
  *                [--iters N] [--warmup N] [--intra N] [--inter N]
  *                [--guard inference|nograd|none] [--threads-per-run]
  *                [--input-offset N] [--optimize none|freeze|inference]
- *                [--dump-output FILE]
+ *                [--dump-output FILE] [--gap-us N] [--gap yield|pause|sleep]
  *
  * DTYPE is FLOAT, DOUBLE, INT32, INT64 or UINT8 (raw little-endian bytes,
  * as rai_floor reads them). --guard: c10::InferenceMode (the default, what
@@ -31,6 +31,11 @@
  * --optimize prices what the backend does not do: torch::jit::freeze (the
  * module's attributes folded into the graph) or optimize_for_inference
  * (frozen, then weights prepacked for oneDNN and conv/batch-norm folded).
+ * --gap-us leaves N us between two timed runs, spent as a server's worker
+ * spends the time between two requests: sched_yield in a loop (the
+ * module's spin), a loop without system calls (pause), or asleep (a worker
+ * that does not spin); each run is still timed alone. Whether a run costs
+ * more after such a gap than back to back is what the gap prices.
  * Prints one JSON object with the keys
  * rai_floor prints: p50/p90/p99/min/mean of one run in microseconds and
  * runs per second of the timed loop.
@@ -46,6 +51,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sched.h>
 #include <iterator>
 #include <stdexcept>
 #include <string>
@@ -123,6 +129,8 @@ struct Options {
     Guard guard = Guard::Inference;
     bool threads_per_run = false;
     std::string dump;
+    long gap_us = 0;
+    std::string gap = "yield";
 };
 
 Options parse_args(int argc, char **argv) {
@@ -162,6 +170,13 @@ Options parse_args(int argc, char **argv) {
             o.optimize = v;
         } else if (a == "--input-offset") {
             o.input_offset = static_cast<size_t>(std::stoul(v));
+        } else if (a == "--gap-us") {
+            o.gap_us = std::stol(v);
+        } else if (a == "--gap") {
+            if (v != "yield" && v != "pause" && v != "sleep") {
+                die("--gap " + v + ": yield, pause or sleep");
+            }
+            o.gap = v;
         } else if (a == "--dump-output") {
             o.dump = v;
         } else {
@@ -203,6 +218,23 @@ at::Tensor run_once(torch::jit::Module &m, const std::vector<at::Tensor> &inputs
 
 constexpr char kVersion[] = C10_STRINGIZE(TORCH_VERSION_MAJOR) "." C10_STRINGIZE(
     TORCH_VERSION_MINOR) "." C10_STRINGIZE(TORCH_VERSION_PATCH);
+
+/* The time between two requests (--gap-us). */
+void gap(const Options &o) {
+    using clock = std::chrono::steady_clock;
+    auto end = clock::now() + std::chrono::microseconds(o.gap_us);
+    if (o.gap == "sleep") {
+        std::this_thread::sleep_until(end);
+        return;
+    }
+    while (clock::now() < end) {
+        if (o.gap == "yield") {
+            sched_yield();
+        } else {
+            __builtin_ia32_pause();
+        }
+    }
+}
 
 double pct(const std::vector<double> &sorted, double q) {
     size_t i = static_cast<size_t>(q * static_cast<double>(sorted.size()));
@@ -250,6 +282,9 @@ int main(int argc, char **argv) {
             using clock = std::chrono::steady_clock;
             auto start = clock::now();
             for (long i = 0; i < o.iters; i++) {
+                if (o.gap_us > 0) {
+                    gap(o);
+                }
                 auto t0 = clock::now();
                 at::Tensor out = run_once(m, inputs, o);
                 lat[static_cast<size_t>(i)] =
@@ -285,12 +320,12 @@ int main(int argc, char **argv) {
                                                     : "none";
     std::printf("{\"kind\": \"TORCH\", \"framework\": \"PyTorch\", \"framework_version\": \"%s\", "
                 "\"direct\": true, \"guard\": \"%s\", \"threads_per_run\": %s, "
-                "\"input_offset\": %zu, \"optimize\": \"%s\", \"iters\": %ld, \"warmup\": %ld, \"intra\": %d, "
+                "\"input_offset\": %zu, \"optimize\": \"%s\", \"gap_us\": %ld, \"gap\": \"%s\", \"iters\": %ld, \"warmup\": %ld, \"intra\": %d, "
                 "\"inter\": %d, "
                 "\"p50_us\": %.2f, \"p90_us\": %.2f, \"p99_us\": %.2f, \"min_us\": %.2f, "
                 "\"mean_us\": %.2f, \"rps\": %.1f}\n",
                 kVersion, guard, o.threads_per_run ? "true" : "false", o.input_offset,
-                o.optimize.c_str(), o.iters, o.warmup, o.intra, o.inter, pct(sorted, .5) * 1e6, pct(sorted, .9) * 1e6,
+                o.optimize.c_str(), o.gap_us, o.gap.c_str(), o.iters, o.warmup, o.intra, o.inter, pct(sorted, .5) * 1e6, pct(sorted, .9) * 1e6,
                 pct(sorted, .99) * 1e6, sorted[0] * 1e6, sum / static_cast<double>(o.iters) * 1e6,
                 static_cast<double>(o.iters) / wall);
     return 0;

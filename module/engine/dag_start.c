@@ -26,6 +26,7 @@ static RAI_RunQueue *firstQueue(RAI_Dag *dag, RAI_Error *err) {
  * a worker. worker_index is the one the backend is told. */
 static void runInline(RedisModuleCtx *ctx, RAI_Dag *dag, int worker_index) {
     Dag_RunOp(dag, &dag->ops[0], worker_index);
+    InlineRun_Ran(dag->ops[0].model, dag->ops[0].duration_us);
     Dag_Reply(ctx, dag);
     Dag_UpdateStats(dag);
     Dag_Free(dag);

@@ -13,7 +13,10 @@
  *   - the model runs in-process (not isolated) with batching off;
  *   - its latest run took at most INLINE_RUN_MAX_US, on inputs at least as
  *     large as this request's (so a larger input, which may run longer, goes
- *     to the queue and is measured there);
+ *     to the queue and is measured there), and its inline runs did not take
+ *     longer than that three times in a row (a run can take longer on the
+ *     main thread than on a worker); after three, the model stays queued
+ *     for a second, then gets three more tries;
  *   - no client's request is queued or running or waiting for its reply,
  *     and its queue is idle (nothing queued, no worker running: the LLAPI's
  *     runs count too). Under load the workers keep the runs: the main
@@ -38,6 +41,8 @@
  * that op's inputs. ctx is the command's. Main thread. */
 int InlineRun_Decide(RedisModuleCtx *ctx, const RAI_Model *m, size_t in_bytes,
                      RAI_RunQueue *q);
+/* An inline run of m took us microseconds. Main thread. */
+void InlineRun_Ran(RAI_Model *m, long long us);
 /* A client's DAG was queued (its blocked client made) / its blocked
  * client was freed, reply sent or client gone. Main thread. */
 void InlineRun_QueuedStart(void);

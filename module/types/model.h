@@ -48,6 +48,12 @@ typedef struct RAI_Model {
      * a stale pair only sends one run to the queue. */
     long long last_run_us;
     long long last_run_in_bytes;
+    /* Inline runs over INLINE_RUN_MAX_US in a row, and when the latest of
+     * them ended (ms): a run can take longer on Redis's main thread than on
+     * a worker, whose CPU keeps the framework's data in its caches
+     * (inline_run.c). Main thread only. */
+    int inline_over;
+    long long inline_over_ms;
 } RAI_Model;
 
 /* Everything MODELSTORE/MODELSET and RDB load gather before building. */

@@ -15,6 +15,7 @@ Checked here, each against INFO's `ai_inline_runs` counter:
 """
 from __future__ import annotations
 
+import time
 from typing import Iterator
 
 import pytest
@@ -184,6 +185,33 @@ def test_a_busy_queue_keeps_requests_queued(c: RawClient, srv: RedisServer, slow
         other.close()
     assert inline_runs(c) == before
     assert values(c, "out_held") == [0, 1, 2, 3]
+
+
+def test_three_inline_runs_over_the_limit_keep_a_model_queued_for_a_second(
+        c: RawClient, slow_n) -> None:
+    # The slow TF graph (stored as `slow` by slow_n) lasts as long as its INT32 input says,
+    # on inputs of the same size: a short run leads the decision to an inline run that
+    # then takes longer than the limit, as a model slower on the main thread does.
+    assert_ok(c.execute("AI.CONFIG", "INLINE_RUN_MAX_US", 20000))
+    assert_ok(c.execute("AI.TENSORSET", "in_short", "INT32", "VALUES", 1))
+    assert_ok(c.execute("AI.TENSORSET", "in_long", "INT32", "VALUES", slow_n(0.15)))
+
+    def slow(inp: str) -> int:
+        before = inline_runs(c)
+        assert_ok(c.execute("AI.MODELEXECUTE", "slow", "INPUTS", 1, inp, "OUTPUTS", 1, "out_s"))
+        return inline_runs(c) - before
+
+    slow("in_short")
+    assert slow("in_short") == 1  # a short latest run: inline
+    for _ in range(3):
+        assert slow("in_long") == 1  # decided by the short run before it; over the limit
+        assert slow("in_short") == 0  # the latest run was over the limit: queued
+    # Three over the limit in a row: queued, though every latest run is short again.
+    assert slow("in_short") == 0
+    assert slow("in_short") == 0
+    time.sleep(1.1)
+    assert slow("in_short") == 1  # a second later: tried inline again
+    assert slow("in_short") == 1
 
 
 def test_inline_outputs_reach_a_replica(c: RawClient, srv: RedisServer, module_path,
