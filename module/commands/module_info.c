@@ -129,6 +129,7 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddFieldLongLong(ctx, "inline_runs", InlineRun_Count());
     RedisModule_InfoAddFieldLongLong(ctx, "worker_spin_us", rai_config.worker_spin_us);
     RedisModule_InfoAddFieldLongLong(ctx, "main_spin_passes", MainSpin_Passes());
+    RedisModule_InfoAddFieldLongLong(ctx, "main_spin_unblocks", MainSpin_Unblocks());
 
     /* Not in a crash report: it takes the isolation locks. */
     if (!for_crash_report) Iso_InfoSection(ctx, isKindDefault);

@@ -16,6 +16,7 @@
 #include "core/config.h"
 #include "core/messages.h"
 #include "engine/blocked_time.h"
+#include "engine/main_spin.h"
 #include "redisai/reply_texts.h"
 #include "types/model.h"
 #include "types/run_stats.h"
@@ -208,7 +209,7 @@ void Dag_Finish(RAI_Dag *dag) {
     if (dag->on_finish) {
         dag->on_finish(dag);
     } else {
-        RedisModule_UnblockClient(dag->bc, dag);
+        MainSpin_Unblock(dag->bc, dag);
     }
 }
 

@@ -1,8 +1,10 @@
 /*
- * main_spin.c - see main_spin.h. Main thread only: no locks.
+ * main_spin.c - see main_spin.h. Main thread only, but the unblocks workers
+ * leave to it (deferred_lock).
  */
 #include "engine/main_spin.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 
@@ -19,6 +21,20 @@ static long long passes = 0;
 /* When the previous pass's callback returned. */
 static long long last_pass_end_us = 0;
 
+/* Unblocks left by workers while the fd is in the loop (taking): the next
+ * pass's onPass makes them. A full array is never waited for: the worker
+ * unblocks itself. */
+#define DEFERRED_MAX 64
+typedef struct Deferred {
+    RedisModuleBlockedClient *bc;
+    void *privdata;
+} Deferred;
+static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
+static int taking = 0;
+static Deferred deferred[DEFERRED_MAX];
+static int ndeferred = 0;
+static long long unblocks = 0; /* main thread */
+
 /* A pass that only came back here takes under a microsecond (0.7 us
  * measured); one that served a client's command takes several. */
 #define IDLE_PASS_US 2
@@ -27,12 +43,35 @@ static int lone(void) {
     return rai_config.worker_spin_us > 0 && RunQueue_ClientsWaiting() <= 1;
 }
 
+void MainSpin_Unblock(RedisModuleBlockedClient *bc, void *privdata) {
+    pthread_mutex_lock(&deferred_lock);
+    int left = taking && ndeferred < DEFERRED_MAX;
+    if (left) deferred[ndeferred++] = (Deferred){.bc = bc, .privdata = privdata};
+    pthread_mutex_unlock(&deferred_lock);
+    if (!left) RedisModule_UnblockClient(bc, privdata);
+}
+
+/* The unblocks left so far; after stop, workers unblock themselves again. */
+static void takeDeferred(int stop) {
+    Deferred mine[DEFERRED_MAX];
+    pthread_mutex_lock(&deferred_lock);
+    int n = ndeferred;
+    for (int i = 0; i < n; i++) mine[i] = deferred[i];
+    ndeferred = 0;
+    if (stop) taking = 0;
+    pthread_mutex_unlock(&deferred_lock);
+    for (int i = 0; i < n; i++) RedisModule_UnblockClient(mine[i].bc, mine[i].privdata);
+    unblocks += n;
+}
+
 static void onPass(int fd, void *data, int mask) {
     REDISMODULE_NOT_USED(fd);
     REDISMODULE_NOT_USED(data);
     REDISMODULE_NOT_USED(mask);
     long long now = Clock_NowUs();
-    if (!lone() || now >= spin_until_us) {
+    int stop = !lone() || now >= spin_until_us;
+    takeDeferred(stop);
+    if (stop) {
         RedisModule_EventLoopDel(ready_fd, REDISMODULE_EVENTLOOP_READABLE);
         in_loop = 0;
         return;
@@ -58,9 +97,16 @@ void MainSpin_Note(void) {
     if (RedisModule_EventLoopAdd(ready_fd, REDISMODULE_EVENTLOOP_READABLE, onPass, NULL) ==
         REDISMODULE_OK) {
         in_loop = 1;
+        pthread_mutex_lock(&deferred_lock);
+        taking = 1;
+        pthread_mutex_unlock(&deferred_lock);
     }
 }
 
 long long MainSpin_Passes(void) {
     return passes;
+}
+
+long long MainSpin_Unblocks(void) {
+    return unblocks;
 }
