@@ -42,6 +42,7 @@ int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
         Dag_Free(dag);
         return REDISMODULE_OK;
     }
+    RunQueue_ClientStarts(RedisModule_GetClientId(ctx));
     /* Plain values: the decision knows models and queues, not DAGs. */
     const RAI_DagOp *op = dag->nops == 1 ? &dag->ops[0] : NULL;
     int single_model = op != NULL && op->kind == DAG_OP_MODEL;

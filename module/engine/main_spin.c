@@ -40,7 +40,7 @@ static long long unblocks = 0; /* main thread */
 #define IDLE_PASS_US 2
 
 static int lone(void) {
-    return rai_config.worker_spin_us > 0 && RunQueue_ClientsWaiting() <= 1;
+    return rai_config.worker_spin_us > 0 && RunQueue_LoneClient();
 }
 
 void MainSpin_Unblock(RedisModuleBlockedClient *bc, void *privdata) {

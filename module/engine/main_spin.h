@@ -7,14 +7,16 @@
  * main thread in its event loop's poll, once after handing a run off and
  * once after the reply. On these virtual machines a wake-up from there costs
  * tens of microseconds, as much as a small CNN's run. So after a run starts
- * (inline or queued) and after a run's reply, while at most one client
- * waits for a queued run, the module keeps an always-readable eventfd in
+ * (inline or queued) and after a run's reply, for a lone client (at most one
+ * waits for a queued run, and the latest two runs were its own:
+ * RunQueue_LoneClient), the module keeps an always-readable eventfd in
  * Redis's event loop for WORKER_SPIN_US: the loop's poll then returns at
  * once, pass after pass, and sees the worker's unblock or the client's next
  * request without a wake-up. A pass that did nothing else yields the CPU to
  * anything runnable (the framework's threads); a busy one does not, so
- * other clients' commands keep the main thread's share of the CPU. With more clients waiting the main thread is busy
- * anyway and nothing spins; WORKER_SPIN_US 0 turns it off with the
+ * other clients' commands keep the main thread's share of the CPU. With more
+ * clients waiting, or clients taking turns, the main thread is busy anyway
+ * and nothing spins; WORKER_SPIN_US 0 turns it off with the
  * workers' spins. Redis 6.2 has no RedisModule_EventLoopAdd: no spin there.
  *
  * While the fd is in the loop, a worker whose run is done leaves the
@@ -35,8 +37,8 @@
 
 #include "redismodule.h"
 
-/* A run started or was answered: spin from now for WORKER_SPIN_US when at
- * most one client waits. Main thread. */
+/* A run started or was answered: spin from now for WORKER_SPIN_US for a
+ * lone client. Main thread. */
 void MainSpin_Note(void);
 
 /* A worker's run for bc is done: RedisModule_UnblockClient(bc, privdata),

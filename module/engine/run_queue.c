@@ -112,7 +112,7 @@ static long long clients_waiting = 0;
 static int spinForAnswers(RAI_RunQueue *q, const AsyncRun_Ops *async, int watch_pushes,
                           unsigned long seen) {
     long long spin_us = rai_config.worker_spin_us;
-    if (spin_us <= 0 || RunQueue_ClientsWaiting() > 1) return 0;
+    if (spin_us <= 0 || !RunQueue_LoneClient()) return 0;
     size_t before = async->pending();
     long long end = Clock_NowUs() + spin_us;
     while (Clock_NowUs() < end) {
@@ -150,6 +150,18 @@ long long RunQueue_ClientsWaiting(void) {
     return __atomic_load_n(&clients_waiting, __ATOMIC_RELAXED);
 }
 
+static unsigned long long last_client = 0; /* main thread */
+static int same_client = 0;                 /* written by the main thread */
+
+void RunQueue_ClientStarts(unsigned long long client_id) {
+    __atomic_store_n(&same_client, client_id == last_client, __ATOMIC_RELAXED);
+    last_client = client_id;
+}
+
+int RunQueue_LoneClient(void) {
+    return __atomic_load_n(&same_client, __ATOMIC_RELAXED) && RunQueue_ClientsWaiting() <= 1;
+}
+
 /* Before a worker with nothing to do sleeps: when at most one client waits
  * (the lone client whose reply is on its way), its next request comes within
  * a round trip, and a sleeping worker would pay a wake-up for it (about 30 us
@@ -159,7 +171,7 @@ long long RunQueue_ClientsWaiting(void) {
  * once. Called and returns under lock: 1 when a push came. */
 static int spinForPush(RAI_RunQueue *q) {
     long long spin_us = rai_config.worker_spin_us;
-    if (spin_us <= 0 || RunQueue_ClientsWaiting() > 1) return 0;
+    if (spin_us <= 0 || !RunQueue_LoneClient()) return 0;
     unsigned long seen = q->pushes;
     pthread_mutex_unlock(&q->lock);
     long long end = Clock_NowUs() + spin_us;

@@ -57,9 +57,18 @@ void RunQueue_InfoCpu(RedisModuleInfoCtx *ctx);
 /* Clients waiting for a queued run: +1 when one is blocked for it, -1 when
  * its blocked client is freed (main thread). A worker with nothing to do
  * waits for the next push a while before it sleeps only when at most one
- * does: a lone client's next request then finds it awake. Inline runs
+ * does and it is a lone client (RunQueue_LoneClient): its next request then
+ * finds it awake. Inline runs
  * (inline_run.h) need none waiting. */
 void RunQueue_ClientWaits(int delta);
 long long RunQueue_ClientsWaiting(void);
+/* A client's AI command starts a run (inline or queued), by its client id.
+ * Main thread. */
+void RunQueue_ClientStarts(unsigned long long client_id);
+/* A lone client: at most one waits, and the latest two runs were started by
+ * the same client. The spins (worker, host, main thread) are for it only:
+ * many clients whose requests come in turns can all be answered at moments
+ * (a load generator on the same CPUs), and spinning then only burns CPU. */
+int RunQueue_LoneClient(void);
 
 #endif

@@ -15,6 +15,8 @@ microseconds before it sleeps, when at most one client waits for a queued run.
   answered, and after an inline run, `ai_main_spin_passes` counts the event loop's passes kept
   from sleeping; with 0 there are none, and the spin ends; a server without
   RedisModule_EventLoopAdd (Redis 6.2) runs the same requests with no main-thread spin;
+* only a lone client makes anything spin: the same client's runs one after the other, not
+  clients taking turns;
 * while the main thread spins, workers leave a lone client's unblock to its next pass
   (`ai_main_spin_unblocks`), every reply still right; a client gone before its run ends is
   unblocked as well and the server goes on; with 0, and on Redis 6.2, workers unblock as before;
@@ -170,6 +172,31 @@ def test_the_main_thread_spins_after_inline_runs_too(module_path, onnx_backend_p
         s.stop()
 
 
+def test_clients_taking_turns_do_not_spin(module_path, onnx_backend_path, server_facts) -> None:
+    spins = server_facts.has_api("RedisModule_EventLoopAdd")   # not on Redis 6.2
+    s = start(module_path, onnx_backend_path, "WORKER_SPIN_US", "10000")
+    try:
+        with RawClient(s.port) as a, RawClient(s.port) as b:
+            store(a)
+
+            def counters() -> tuple[int, int]:
+                fields = a.execute("INFO", "MODULES")
+                return (int(info_field(fields, "ai_main_spin_passes")),
+                        int(info_field(fields, "ai_main_spin_unblocks")))
+
+            before = counters()
+            for i in range(20):   # one waits at a time, but never the same one twice
+                run_and_check(a if i % 2 else b, i)
+            time.sleep(0.05)
+            assert counters() == before
+            for i in range(5):    # the same client again and again: a lone client
+                run_and_check(a, i)
+            after = counters()
+            assert (after[0] > before[0]) if spins else after == before, (before, after)
+    finally:
+        s.stop()
+
+
 def test_workers_leave_unblocks_to_the_spinning_main_thread(module_path, onnx_backend_path,
                                                             tf_backend_path, server_facts) -> None:
     spins = server_facts.has_api("RedisModule_EventLoopAdd")   # not on Redis 6.2
@@ -195,8 +222,11 @@ def test_workers_leave_unblocks_to_the_spinning_main_thread(module_path, onnx_ba
                 return int(info[info.index(b"calls") + 1])
 
             for k in range(5):
-                done = slow_calls()
                 gone = RawClient(s.port)
+                # its first run makes it the lone client (the same client twice in a row)
+                assert_ok(gone.execute("AI.MODELEXECUTE", "slow", "INPUTS", 1, "n_short",
+                                       "OUTPUTS", 1, "out_gone"))
+                done = slow_calls()
                 gone.send("AI.MODELEXECUTE", "slow", "INPUTS", 1, "n_short", "OUTPUTS", 1,
                           "out_gone")
                 time.sleep(0.0005)   # the command read, its run started
