@@ -23,6 +23,8 @@ request", says what still varies and why):
   what is left, reported as a bound per request;
 * the settle before each control lets the worker finish the previous request (its return to
   the condition variable after the unblock), so that a window holds exactly N requests;
+* no spins (`WORKER_SPIN_US 0`): the run-queue worker and Redis's main thread would otherwise
+  poll for a lone client's next request for a time, not for a number of instructions;
 * ONNX Runtime with one intra-op and one inter-op thread, and its telemetry off
   (ORT_DISABLE_TELEMETRY=1; see --shipped-runs): a spinning pool or a telemetry upload thread
   counts instructions by the clock, not by the request;
@@ -372,8 +374,10 @@ def one_run(install: pathlib.Path, quick: bool, index: int, telemetry: bool,
     backend = str(backend_file(install, "onnxruntime"))
     # One intra-op and one inter-op thread: no pool that spins (see the docstring). Loaded at
     # start so that it is in place before the backend loads.
+    # No spins either (WORKER_SPIN_US 0): a spinning worker or main thread, like a spinning
+    # pool, counts instructions by the clock.
     args = ["THREADS_PER_QUEUE", "1", "INTRA_OP_PARALLELISM", "1", "INTER_OP_PARALLELISM", "1",
-            "INLINE_RUN_MAX_US", "0"]
+            "INLINE_RUN_MAX_US", "0", "WORKER_SPIN_US", "0"]
     env = dict(os.environ)
     # The backend turns telemetry off unless the variable says otherwise (docs/security.md):
     # "0" is ONNX Runtime as shipped.
