@@ -15,13 +15,15 @@
 
 /* Readable from its creation on: its count is never read. */
 static int ready_fd = -1;
+/* The fd is in the loop. Written by the main thread under deferred_lock,
+ * read by workers under it (and by the main thread without). */
 static int in_loop = 0;
 static long long spin_until_us = 0;
 static long long passes = 0;
 /* When the previous pass's callback returned. */
 static long long last_pass_end_us = 0;
 
-/* Unblocks left by workers while the fd is in the loop (taking): the next
+/* Unblocks left by workers while the fd is in the loop: the next
  * pass's onPass makes them. A full array is never waited for: the worker
  * unblocks itself. */
 #define DEFERRED_MAX 64
@@ -30,7 +32,6 @@ typedef struct Deferred {
     void *privdata;
 } Deferred;
 static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
-static int taking = 0;
 static Deferred deferred[DEFERRED_MAX];
 static int ndeferred = 0;
 static long long unblocks = 0; /* main thread */
@@ -45,7 +46,7 @@ static int lone(void) {
 
 void MainSpin_Unblock(RedisModuleBlockedClient *bc, void *privdata) {
     pthread_mutex_lock(&deferred_lock);
-    int left = taking && ndeferred < DEFERRED_MAX;
+    int left = in_loop && ndeferred < DEFERRED_MAX;
     if (left) deferred[ndeferred++] = (Deferred){.bc = bc, .privdata = privdata};
     pthread_mutex_unlock(&deferred_lock);
     if (!left) RedisModule_UnblockClient(bc, privdata);
@@ -58,7 +59,7 @@ static void takeDeferred(int stop) {
     int n = ndeferred;
     for (int i = 0; i < n; i++) mine[i] = deferred[i];
     ndeferred = 0;
-    if (stop) taking = 0;
+    if (stop) in_loop = 0;
     pthread_mutex_unlock(&deferred_lock);
     for (int i = 0; i < n; i++) RedisModule_UnblockClient(mine[i].bc, mine[i].privdata);
     unblocks += n;
@@ -73,7 +74,6 @@ static void onPass(int fd, void *data, int mask) {
     takeDeferred(stop);
     if (stop) {
         RedisModule_EventLoopDel(ready_fd, REDISMODULE_EVENTLOOP_READABLE);
-        in_loop = 0;
         return;
     }
     passes++;
@@ -96,9 +96,8 @@ void MainSpin_Note(void) {
     }
     if (RedisModule_EventLoopAdd(ready_fd, REDISMODULE_EVENTLOOP_READABLE, onPass, NULL) ==
         REDISMODULE_OK) {
-        in_loop = 1;
         pthread_mutex_lock(&deferred_lock);
-        taking = 1;
+        in_loop = 1;
         pthread_mutex_unlock(&deferred_lock);
     }
 }
