@@ -143,9 +143,14 @@ class Variant:
         fields = {bytes(reply[i]).decode(): reply[i + 1] for i in range(0, len(reply), 2)}
         return int(fields["duration"]), int(fields["calls"])
 
-    def inline_runs(self) -> int:
-        value = info_field(bytes(self.client.call("INFO", "MODULES")), "ai_inline_runs")
-        return int(value) if value is not None else 0
+    def where(self) -> dict[str, int]:
+        """Runs so far that went inline, held (engine/held_run.h) and held then blocked."""
+        info = bytes(self.client.call("INFO", "MODULES"))
+        out = {}
+        for name in ("inline_runs", "held_runs", "held_runs_blocked"):
+            value = info_field(info, f"ai_{name}")
+            out[name] = int(value) if value is not None else 0
+        return out
 
     def stop(self) -> None:
         base.stop_checked(self.client, self.srv, self.label)
@@ -175,10 +180,10 @@ def measure(direct: dict[str, Direct], variants: list[Variant], models: list[str
                 elif what == "backend":
                     per[f"backend:{v.label}"].append(v.floor(model, iters))
                 else:
-                    inline0 = v.inline_runs()
+                    where0 = v.where()
                     dur0, calls0 = v.run_stats(model)
                     ping, run = v.load.run([PING, v.cmds[model]], requests=requests, warmup=100)
-                    run["inline_runs"] = v.inline_runs() - inline0
+                    run.update({k: n - where0[k] for k, n in v.where().items()})
                     run["sent"] = run["count"] + 100 // 2  # warm-up alternates PING / EXEC
                     dur1, calls1 = v.run_stats(model)
                     run["server_run_mean_us"] = (dur1 - dur0) / max(1, calls1 - calls0)
@@ -209,8 +214,9 @@ def measure(direct: dict[str, Direct], variants: list[Variant], models: list[str
                            "run_p99_us": summary([x["run"]["p99_us"] for x in s]),
                            "run_in_server_mean_us": summary(
                                [x["run"]["server_run_mean_us"] for x in s]),
-                           "inline_share": sum(x["run"]["inline_runs"] for x in s) /
-                           max(1, sum(x["run"]["sent"] for x in s))},
+                           **{f"{k.removesuffix('_runs')}_share":
+                              sum(x["run"][k] for x in s) / max(1, sum(x["run"]["sent"] for x in s))
+                              for k in ("inline_runs", "held_runs", "held_runs_blocked")}},
                 "server_over_ping_plus_direct": summary(target),
                 "server_over_ping_plus_backend": summary(vs_floor),
                 "backend_over_direct": summary(backend_vs_direct),
@@ -237,7 +243,9 @@ def report(results: dict[str, Any], variants: list[Variant]) -> None:
                   f"p99 {fmt(r['backend']['p99_us'])}  runs/s {r['backend']['rps']['median']:.0f}")
             print(f"  {tag}server 1 client  EXEC p50 {fmt(r['server']['run_p50_us'])}  "
                   f"PING p50 {fmt(r['server']['ping_p50_us'])}  "
-                  f"inline {100 * r['server']['inline_share']:.0f}%")
+                  f"inline {100 * r['server']['inline_share']:.0f}%  "
+                  f"held {100 * r['server']['held_share']:.0f}% "
+                  f"(then blocked {100 * r['server']['held_runs_blocked_share']:.1f}%)")
             print(f"  {tag}the run in the server (AI.INFO mean) "
                   f"{fmt(r['server']['run_in_server_mean_us'])}; backend mean "
                   f"{fmt(r['backend']['mean_us'])}; direct mean {fmt(res['direct']['mean_us'])}")

@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 
 #include "core/config.h"
+#include "engine/held_run.h"
 #include "engine/inline_run.h"
 #include "engine/main_spin.h"
 #include "engine/run_queue.h"
@@ -127,6 +128,8 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddSection(ctx, "inline_runs");
     RedisModule_InfoAddFieldLongLong(ctx, "inline_run_max_us", rai_config.inline_run_max_us);
     RedisModule_InfoAddFieldLongLong(ctx, "inline_runs", InlineRun_Count());
+    RedisModule_InfoAddFieldLongLong(ctx, "held_runs", HeldRun_Count());
+    RedisModule_InfoAddFieldLongLong(ctx, "held_runs_blocked", HeldRun_Blocked());
     RedisModule_InfoAddFieldLongLong(ctx, "worker_spin_us", rai_config.worker_spin_us);
     RedisModule_InfoAddFieldLongLong(ctx, "main_spin_passes", MainSpin_Passes());
     RedisModule_InfoAddFieldLongLong(ctx, "main_spin_unblocks", MainSpin_Unblocks());

@@ -16,6 +16,7 @@
 #include "core/config.h"
 #include "core/messages.h"
 #include "engine/blocked_time.h"
+#include "engine/held_run.h"
 #include "engine/main_spin.h"
 #include "redisai/reply_texts.h"
 #include "types/model.h"
@@ -204,11 +205,12 @@ static void handOff(RAI_Dag *dag, RAI_DagOp *op, RAI_RunQueue *q) {
 }
 
 /* The DAG is done (or failed, or timed out): its client gets the reply on
- * the main thread, or an LLAPI DAG's on_finish runs here. */
+ * the main thread (which may be waiting for it, held_run.h), or an LLAPI
+ * DAG's on_finish runs here. */
 void Dag_Finish(RAI_Dag *dag) {
     if (dag->on_finish) {
         dag->on_finish(dag);
-    } else {
+    } else if (!HeldRun_Finished(dag)) {
         MainSpin_Unblock(dag->bc, dag);
     }
 }

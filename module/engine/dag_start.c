@@ -8,6 +8,7 @@
 #include "engine/blocked_time.h"
 #include "engine/dag_reply.h"
 #include "engine/dag_run.h"
+#include "engine/held_run.h"
 #include "engine/inline_run.h"
 #include "engine/main_spin.h"
 
@@ -46,9 +47,14 @@ int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
     /* Plain values: the decision knows models and queues, not DAGs. */
     const RAI_DagOp *op = dag->nops == 1 ? &dag->ops[0] : NULL;
     int single_model = op != NULL && op->kind == DAG_OP_MODEL;
-    if (InlineRun_Decide(ctx, single_model ? op->model : NULL,
-                         single_model ? Dag_OpInputBytes(dag, op) : 0, first)) {
-        runInline(ctx, dag, RunQueue_Threads(first));
+    RAI_RunWhere where = InlineRun_Decide(ctx, single_model ? op->model : NULL,
+                                          single_model ? Dag_OpInputBytes(dag, op) : 0, first);
+    if (where != RUN_QUEUED) {
+        if (where == RUN_INLINE) {
+            runInline(ctx, dag, RunQueue_Threads(first));
+        } else {
+            HeldRun_Start(ctx, dag, first);
+        }
         MainSpin_Note();
         return REDISMODULE_OK;
     }

@@ -63,20 +63,25 @@ static int inlineShortEnough(const RAI_Model *m) {
 static int shortEnough(const RAI_Model *m, size_t in_bytes) {
     long long us = __atomic_load_n(&m->last_run_us, __ATOMIC_RELAXED);
     long long bytes = __atomic_load_n(&m->last_run_in_bytes, __ATOMIC_RELAXED);
-    return us >= 0 && us <= rai_config.inline_run_max_us && (long long)in_bytes <= bytes &&
-           inlineShortEnough(m);
+    return us >= 0 && us <= rai_config.inline_run_max_us && (long long)in_bytes <= bytes;
 }
 
-int InlineRun_Decide(RedisModuleCtx *ctx, const RAI_Model *m, size_t in_bytes,
-                     RAI_RunQueue *q) {
+RAI_RunWhere InlineRun_Decide(RedisModuleCtx *ctx, const RAI_Model *m, size_t in_bytes,
+                              RAI_RunQueue *q) {
     if (ran_this_pass || RunQueue_ClientsWaiting() > 0 || rai_config.inline_run_max_us <= 0) {
-        return 0;
+        return RUN_QUEUED;
     }
-    if (m == NULL) return 0;
-    if (m->batchsize > 0 || Backend_IsIsolated(m->be)) return 0;
-    if (!shortEnough(m, in_bytes) || !RunQueue_Idle(q)) return 0;
+    if (m == NULL) return RUN_QUEUED;
+    if (m->batchsize > 0 || Backend_IsIsolated(m->be)) return RUN_QUEUED;
+    int spinning = 0;
+    if (!shortEnough(m, in_bytes) || !RunQueue_Idle(q, &spinning)) return RUN_QUEUED;
+    RAI_RunWhere where = RUN_INLINE;
+    if (!inlineShortEnough(m)) {
+        if (!spinning || !RunQueue_LoneClient()) return RUN_QUEUED;
+        where = RUN_HELD;
+    }
     ran_this_pass = 1;
     PassEnd_Call(ctx, onPassEnd);
-    inline_runs++;
-    return 1;
+    if (where == RUN_INLINE) inline_runs++;
+    return where;
 }

@@ -214,6 +214,75 @@ def test_three_inline_runs_over_the_limit_keep_a_model_queued_for_a_second(
     assert slow("in_short") == 1
 
 
+def where(c: RawClient) -> dict[str, int]:
+    info = c.execute("INFO", "MODULES")
+    return {k: int(info_field(info, f"ai_{k}")) for k in ("inline_runs", "held_runs",
+                                                          "held_runs_blocked")}
+
+
+def test_a_model_slower_inline_is_held_on_its_worker_for_a_lone_client(
+        c: RawClient, slow_n) -> None:
+    # After three inline runs over the limit (as above), the model's short runs go to its
+    # worker while the main thread waits for them (engine/held_run.h): answered in the
+    # command with what a queued run answers. A held run that outlasts twice the limit
+    # blocks its client instead, and is answered as a queued run. A held run needs the
+    # worker awake (WORKER_SPIN_US, 200 us, after its latest run): the requests below come
+    # right after the answer before them.
+    assert_ok(c.execute("AI.CONFIG", "INLINE_RUN_MAX_US", 20000))
+    assert_ok(c.execute("AI.TENSORSET", "in_short", "INT32", "VALUES", 1))
+    assert_ok(c.execute("AI.TENSORSET", "in_long", "INT32", "VALUES", slow_n(0.1)))
+
+    def execute(inp: str, out: str = "out_s") -> None:
+        assert_ok(c.execute("AI.MODELEXECUTE", "slow", "INPUTS", 1, inp, "OUTPUTS", 1, out))
+
+    def since(before: dict[str, int]) -> dict[str, int]:
+        return {k: n - before[k] for k, n in where(c).items()}
+
+    def slow(inp: str, out: str = "out_s") -> dict[str, int]:
+        before = where(c)
+        execute(inp, out)
+        return since(before)
+
+    # Earlier tests' strikes lapse, a long run (a two-op DAG: never inline) queues the next
+    # short one, which lets the one after it inline (no strikes left); then three strikes.
+    time.sleep(1.1)
+    assert c.execute("AI.DAGEXECUTE", "ROUTING", "slow", "|>", "AI.TENSORSET", "x", "INT32", 1,
+                     "VALUES", slow_n(0.1), "|>", "AI.MODELEXECUTE", "slow", "INPUTS", 1, "x",
+                     "OUTPUTS", 1, "y") == ["OK", "OK"]
+    assert slow("in_short", "out_queued")["inline_runs"] == 0
+    queued = values(c, "out_queued")
+    assert slow("in_short")["inline_runs"] == 1
+    for _ in range(3):
+        assert slow("in_long")["inline_runs"] == 1  # over the limit
+        assert slow("in_short") == {"inline_runs": 0, "held_runs": 0,
+                                    "held_runs_blocked": 0}  # queued after a long run
+    # Held, in a pipeline: each request comes as soon as the one before it is answered.
+    # At most every other one: after a held run, the next of the same pass is queued.
+    calls_before, before, n = calls(c, "slow"), where(c), 6
+    c.sock.sendall(b"".join(encode_command("AI.MODELEXECUTE", "slow", "INPUTS", 1, "in_short",
+                                           "OUTPUTS", 1, f"out_h{i}") for i in range(n)))
+    assert [c.read() for _ in range(n)] == ["OK"] * n
+    d = since(before)
+    assert 1 <= d["held_runs"] <= (n + 1) // 2 and d["inline_runs"] == 0, d
+    assert d["held_runs_blocked"] == 0, d
+    assert calls(c, "slow") == calls_before + n
+    for i in range(n):
+        assert values(c, f"out_h{i}") == queued
+    # A held run longer than twice the limit: its client blocked, then answered as queued.
+    for _ in range(4):
+        before = where(c)
+        execute("in_short")
+        execute("in_long", "out_long")
+        d = since(before)
+        if d["held_runs_blocked"]:
+            break
+    assert d["held_runs_blocked"] == 1 and d["inline_runs"] == 0, d
+    assert (c.execute("AI.TENSORGET", "out_long", "SHAPE") ==
+            c.execute("AI.TENSORGET", "out_queued", "SHAPE"))
+    # The latest run was long: queued.
+    assert slow("in_short") == {"inline_runs": 0, "held_runs": 0, "held_runs_blocked": 0}
+
+
 def test_inline_outputs_reach_a_replica(c: RawClient, srv: RedisServer, module_path,
                                         onnx_backend_path) -> None:
     replica = RedisServer(module_path, ["ONNX", str(onnx_backend_path)])
