@@ -8,6 +8,10 @@ Checked here, each against INFO's `ai_inline_runs` counter:
 * the first run of a model (no time known yet), a larger input than the latest run's, a
   BATCHSIZE model, a busy queue (held by a slow TF run), every request after the first
   of one event-loop pass (a pipeline), and an isolated backend are never inline;
+* a model slower inline than on its worker (three inline runs over the limit) is held for
+  a lone client (engine/held_run.h, `ai_held_runs`): outputs and errors as queued runs',
+  a run past twice the limit blocks its client and is answered as queued
+  (`ai_held_runs_blocked`);
 * INLINE_RUN_MAX_US: 0 turns it off, as a module argument and with AI.CONFIG, bad values
   are refused, AI.CONFIG GET reads it;
 * a restricted ACL user neither runs a model on keys it may not touch nor changes the
@@ -268,6 +272,18 @@ def test_a_model_slower_inline_is_held_on_its_worker_for_a_lone_client(
     assert calls(c, "slow") == calls_before + n
     for i in range(n):
         assert values(c, f"out_h{i}") == queued
+    # A held run that fails (a FLOAT where the graph takes an INT32, of the same size):
+    # the error a queued run answers (compared below).
+    assert_ok(c.execute("AI.TENSORSET", "in_bad", "FLOAT", "VALUES", 1))
+    for _ in range(4):
+        before = where(c)
+        held_error = c.execute("AI.MODELEXECUTE", "slow", "INPUTS", 1, "in_bad", "OUTPUTS", 1,
+                               "out_bad")
+        d = since(before)
+        if d["held_runs"]:
+            break
+    assert d["held_runs"] == 1, d
+    assert isinstance(held_error, RespError), held_error
     # A held run longer than twice the limit: its client blocked, then answered as queued.
     for _ in range(4):
         before = where(c)
@@ -279,8 +295,15 @@ def test_a_model_slower_inline_is_held_on_its_worker_for_a_lone_client(
     assert d["held_runs_blocked"] == 1 and d["inline_runs"] == 0, d
     assert (c.execute("AI.TENSORGET", "out_long", "SHAPE") ==
             c.execute("AI.TENSORGET", "out_queued", "SHAPE"))
-    # The latest run was long: queued.
+    # The latest run was long: queued, and so is the failing run after it.
     assert slow("in_short") == {"inline_runs": 0, "held_runs": 0, "held_runs_blocked": 0}
+    execute("in_long")
+    before = where(c)
+    queued_error = c.execute("AI.MODELEXECUTE", "slow", "INPUTS", 1, "in_bad", "OUTPUTS", 1,
+                             "out_bad")
+    assert since(before) == {"inline_runs": 0, "held_runs": 0, "held_runs_blocked": 0}
+    assert str(queued_error) == str(held_error)
+    assert c.execute("EXISTS", "out_bad") == 0
 
 
 def test_inline_outputs_reach_a_replica(c: RawClient, srv: RedisServer, module_path,
