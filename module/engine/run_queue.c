@@ -40,7 +40,7 @@ struct RAI_RunQueue {
     RAI_QueueItem *tail;
     int nthreads;
     int busy; /* workers running a DAG, under lock */
-    int spinners; /* workers looking for a push (spinForPush): written under lock */
+    int spinners; /* workers looking for a push (spinForPush), under lock */
     long in_flight; /* runs handed off and not answered, all workers, under lock */
     int pollers;    /* workers waiting on answers: a push writes wake_fd */
     int wake_fd;    /* eventfd, -1 if none could be made (then no hand-off) */
@@ -174,14 +174,14 @@ static int spinForPush(RAI_RunQueue *q) {
     long long spin_us = rai_config.worker_spin_us;
     if (spin_us <= 0 || !RunQueue_LoneClient()) return 0;
     unsigned long seen = q->pushes;
-    __atomic_store_n(&q->spinners, q->spinners + 1, __ATOMIC_RELAXED);
+    q->spinners++;
     pthread_mutex_unlock(&q->lock);
     long long end = Clock_NowUs() + spin_us;
     while (__atomic_load_n(&q->pushes, __ATOMIC_ACQUIRE) == seen && Clock_NowUs() < end) {
         sched_yield();
     }
     pthread_mutex_lock(&q->lock);
-    __atomic_store_n(&q->spinners, q->spinners - 1, __ATOMIC_RELAXED);
+    q->spinners--;
     /* A push between the last look and the lock signalled no one: seen here. */
     return q->pushes != seen;
 }
