@@ -225,14 +225,24 @@ def where(c: RawClient) -> dict[str, int]:
 
 
 def test_a_model_slower_inline_is_held_on_its_worker_for_a_lone_client(
-        c: RawClient, slow_n) -> None:
+        module_path, tf_backend_path) -> None:
     # After three inline runs over the limit (as above), the model's short runs go to its
     # worker while the main thread waits for them (engine/held_run.h): answered in the
     # command with what a queued run answers. A held run that outlasts twice the limit
     # blocks its client instead, and is answered as a queued run. A held run needs the
-    # worker awake (WORKER_SPIN_US, 200 us, after its latest run): the requests below come
-    # right after the answer before them.
-    assert_ok(c.execute("AI.CONFIG", "INLINE_RUN_MAX_US", 20000))
+    # worker awake after its latest run: a server of its own looks for the next push for
+    # 10 ms (the default's 200 us is less than a few of this client's round trips on a
+    # busy machine).
+    s = RedisServer(module_path, ["TF", str(tf_backend_path), "INLINE_RUN_MAX_US", "20000",
+                                  "WORKER_SPIN_US", "10000"])
+    try:
+        with RawClient(s.port) as c:
+            check_held_runs(c, em.calibrate_slow(c))
+    finally:
+        s.stop()
+
+
+def check_held_runs(c: RawClient, slow_n) -> None:
     assert_ok(c.execute("AI.TENSORSET", "in_short", "INT32", "VALUES", 1))
     assert_ok(c.execute("AI.TENSORSET", "in_long", "INT32", "VALUES", slow_n(0.1)))
 
