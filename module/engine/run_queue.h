@@ -67,9 +67,11 @@ long long RunQueue_ClientsWaiting(void);
  * Main thread. */
 void RunQueue_ClientStarts(unsigned long long client_id);
 /* A lone client: at most one waits, and the latest two runs were started by
- * the same client. The spins (worker, host, main thread) are for it only:
- * many clients whose requests come in turns can all be answered at moments
- * (a load generator on the same CPUs), and spinning then only burns CPU. */
+ * the same client. The spins (worker, main thread) are for it only: many
+ * clients whose requests come in turns can all be answered at moments (a
+ * load generator on the same CPUs), and spinning then only burns CPU. The
+ * spins around isolated runs in flight (the worker's for answers, the
+ * host's for the next run) go by RunQueue_ClientsWaiting() <= 2 instead. */
 int RunQueue_LoneClient(void);
 
 #endif

@@ -171,21 +171,25 @@ def test_answers_are_found_alone_together_and_after_sleeping(module_path: pathli
         s.stop()
 
 
+@pytest.mark.parametrize("clients", [1, 2])
 def test_the_hosts_spin_happens_and_ends(module_path: pathlib.Path,
-                                         fault_backend: pathlib.Path) -> None:
+                                         fault_backend: pathlib.Path, clients: int) -> None:
+    # One client, or two taking turns: with at most two clients waiting, the host looks
+    # for the next run (and the worker for the answer) before sleeping.
     spent, wall = {}, {}
     for spin in ("0", "10000"):
         s = _server(module_path, fault_backend, "WORKER_SPIN_US", spin)
         try:
-            with RawClient(s.port) as c:
+            with RawClient(s.port) as c, RawClient(s.port) as other:
+                turns = [c, other][:clients]
                 assert_ok(c.execute("AI.TENSORSET", "x", "FLOAT", 2, "VALUES", 0.5, 2))
                 assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "y"))
                 pid = int(_info(c)["pid"])
                 time.sleep(0.05)
                 before, start_s = runnable_seconds(pid), time.monotonic()
-                for _ in range(25):
-                    assert_ok(c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1,
-                                        "y"))
+                for i in range(25):
+                    assert_ok(turns[i % clients].execute("AI.MODELEXECUTE", "m", "INPUTS", 1,
+                                                         "x", "OUTPUTS", 1, "y"))
                     time.sleep(0.02)   # longer than the spin: each ends in sleep
                 spent[spin] = runnable_seconds(pid) - before
                 wall[spin] = time.monotonic() - start_s
