@@ -197,8 +197,7 @@ static void handOff(RAI_Dag *dag, RAI_DagOp *op, RAI_RunQueue *q) {
     *f = (OpInFlight){.dag = dag, .op = op, .q = q};
     Dag_MeasureStart(dag);
     f->start = Clock_NowUs();
-    /* As spinForAnswers (run_queue.c): at most two clients waiting. */
-    async->spin_hint(RunQueue_ClientsWaiting() <= 2 ? rai_config.worker_spin_us : 0);
+    async->spin_hint(RunQueue_FewClients() ? rai_config.worker_spin_us : 0);
     int rc = async->submit(op->model->handle, &info, ins, op->ninputs, op->noutputs,
                            opInFlightDone, f, &op->err);
     RedisModule_Free(ins);

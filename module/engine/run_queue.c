@@ -117,7 +117,7 @@ static long long clients_waiting = 0;
 static int spinForAnswers(RAI_RunQueue *q, const AsyncRun_Ops *async, int watch_pushes,
                           unsigned long seen) {
     long long spin_us = rai_config.worker_spin_us;
-    if (spin_us <= 0 || RunQueue_ClientsWaiting() > 2) return 0;
+    if (spin_us <= 0 || !RunQueue_FewClients()) return 0;
     size_t before = async->pending();
     long long end = Clock_NowUs() + spin_us;
     while (Clock_NowUs() < end) {
@@ -165,6 +165,10 @@ void RunQueue_ClientStarts(unsigned long long client_id) {
 
 int RunQueue_LoneClient(void) {
     return __atomic_load_n(&same_client, __ATOMIC_RELAXED) && RunQueue_ClientsWaiting() <= 1;
+}
+
+int RunQueue_FewClients(void) {
+    return RunQueue_ClientsWaiting() <= 2;
 }
 
 /* Before a worker with nothing to do sleeps: when at most one client waits

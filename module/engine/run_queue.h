@@ -71,7 +71,10 @@ void RunQueue_ClientStarts(unsigned long long client_id);
  * clients whose requests come in turns can all be answered at moments (a
  * load generator on the same CPUs), and spinning then only burns CPU. The
  * spins around isolated runs in flight (the worker's for answers, the
- * host's for the next run) go by RunQueue_ClientsWaiting() <= 2 instead. */
+ * host's for the next run) go by RunQueue_FewClients instead. */
 int RunQueue_LoneClient(void);
+/* At most two clients wait: what two clients taking turns produce (four
+ * keep three or four waiting). Any thread. */
+int RunQueue_FewClients(void);
 
 #endif
