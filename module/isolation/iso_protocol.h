@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define ISO_MAGIC 0x48494152u /* "RAIH" little-endian */
-#define ISO_PROTOCOL_VERSION 2
+#define ISO_PROTOCOL_VERSION 3
 #define ISO_INLINE_MAX (64 * 1024) /* inline payload; more goes to a bulk memfd */
 #define ISO_BULK_MAX (4ULL << 30)  /* a model blob may be large, not unbounded */
 #define ISO_MAX_FDS 8              /* descriptors attached to one message */
@@ -34,22 +34,28 @@
 #define ISO_REPLY_DEPTH_MAX 32
 
 /* Shared memory (iso_shm.h). */
-#define ISO_ARENA_SIZE (8u << 20)         /* per channel and direction */
+#define ISO_ARENA_SIZE (16u << 20)        /* per channel and direction */
 #define ISO_ARENA_TENSOR_MAX (1u << 20)   /* larger tensors go to a large region */
 #define ISO_TENSOR_ALIGN 64
 
 /* Runs in flight on one channel (docs/isolation.md, "Runs in flight"): a
  * run-queue worker may send up to ISO_PIPELINE_DEPTH model runs before the
- * first is answered; the host serves them one after another, in order.
- * Request id k places its tensors in part k % ISO_PIPELINE_DEPTH of each
- * arena, so the parts of the runs in flight never overlap: consecutive ids
- * in flight, at most ISO_PIPELINE_DEPTH of them. */
+ * first is answered; the host serves them one after another, in order. */
 #define ISO_PIPELINE_DEPTH 8
+
+/* Each arena is cut into ISO_ARENA_PARTS parts; request id k writes only
+ * part k % ISO_ARENA_PARTS of each (its inputs, its answer's outputs). The
+ * core picks ids so that the part of a new request is neither a run's in
+ * flight nor pinned by an output it still uses in place (iso_chan.c): at
+ * most ISO_ARENA_PINS_MAX parts are pinned, so that a free part is always
+ * left for the next of ISO_PIPELINE_DEPTH runs in flight. */
+#define ISO_ARENA_PARTS 16
+#define ISO_ARENA_PINS_MAX (ISO_ARENA_PARTS - ISO_PIPELINE_DEPTH)
 
 /* The part of an arena of `len` bytes that request `id` writes. */
 static inline void Iso_ArenaPart(uint64_t id, size_t len, size_t *base, size_t *part_len) {
-    size_t part = (len / ISO_PIPELINE_DEPTH) & ~(size_t)(ISO_TENSOR_ALIGN - 1);
-    *base = (size_t)(id % ISO_PIPELINE_DEPTH) * part;
+    size_t part = (len / ISO_ARENA_PARTS) & ~(size_t)(ISO_TENSOR_ALIGN - 1);
+    *base = (size_t)(id % ISO_ARENA_PARTS) * part;
     *part_len = part;
 }
 

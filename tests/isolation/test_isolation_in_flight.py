@@ -299,3 +299,113 @@ def test_large_outputs_are_used_in_place_and_copied_into_keys(slow_timeout: Redi
         _ready(c, pid)
         got = np.frombuffer(bytes(c.execute("AI.TENSORGET", "kept", "BLOB")), np.float32)
         assert got.tolist() == data.tolist()
+
+
+def _counts(c: RawClient) -> tuple[int, int]:
+    info = _info(c)
+    return int(info["outputs_in_place"]), int(info["outputs_copied"])
+
+
+def test_arena_outputs_are_used_in_place_while_their_part_is_pinned(
+        slow_timeout: RedisServer) -> None:
+    """Outputs of 16 KiB to 1 MiB come back in the host's arena, in their request's part: a DAG
+    uses the first ISO_ARENA_PINS_MAX (8) in place, each pinning its part so that no later run
+    is sent with it, and copies the rest: of twenty runs in one DAG, the last twelve are sent
+    with the parts left free while eight stay pinned, and every output keeps its own run's
+    values. A small output is copied, as before."""
+    s = slow_timeout
+    n_ops, n = 20, 16 * 1024  # 64 KiB of FLOAT each
+    with RawClient(s.port) as c:
+        assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "identity"))
+        # Not whole numbers: a whole first value in 1-20 is one of the fault backend's magics.
+        datas = [np.arange(n, dtype=np.float32) + np.float32(1000 * (i + 1) + 0.25)
+                 for i in range(n_ops)]
+        for i, d in enumerate(datas):
+            assert_ok(c.execute("AI.TENSORSET", f"x{i}", "FLOAT", n, "BLOB", d.tobytes()))
+        before = _counts(c)
+        cmd: list = ["AI.DAGEXECUTE", "LOAD", n_ops, *[f"x{i}" for i in range(n_ops)]]
+        for i in range(n_ops):
+            cmd += ["|>", "AI.MODELEXECUTE", "m", "INPUTS", 1, f"x{i}", "OUTPUTS", 1, f"t{i}"]
+        for i in range(n_ops):
+            cmd += ["|>", "AI.TENSORGET", f"t{i}", "BLOB"]
+        r = c.execute(*cmd)
+        assert isinstance(r, list) and r[:n_ops] == ["OK"] * n_ops, r[:n_ops]
+        for i in range(n_ops):
+            got = np.frombuffer(bytes(r[n_ops + i]), np.float32)
+            assert got.tolist() == datas[i].tolist(), f"output {i}"
+        in_place, copied = _counts(c)
+        assert (in_place - before[0], copied - before[1]) == (8, n_ops - 8)
+        # The pins went with the DAG: a next DAG's outputs are used in place again.
+        r = c.execute("AI.DAGEXECUTE", "LOAD", 1, "x3", "|>",
+                      "AI.MODELEXECUTE", "m", "INPUTS", 1, "x3", "OUTPUTS", 1, "t", "|>",
+                      "AI.TENSORGET", "t", "BLOB")
+        assert np.frombuffer(bytes(r[1]), np.float32).tolist() == datas[3].tolist()
+        assert _counts(c) == (in_place + 1, copied)
+        # 1 KiB: copied, and not counted.
+        _set(c, "small", [v + 0.5 for v in range(256)])
+        assert c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "small", "OUTPUTS", 1, "o") == "OK"
+        assert _values(c, "o") == [v + 0.5 for v in range(256)]
+        assert _counts(c) == (in_place + 1, copied)
+
+
+def test_an_output_used_in_place_is_copied_into_its_key(slow_timeout: RedisServer) -> None:
+    """An output used in place and stored under a key is copied into Redis's memory: MEMORY
+    USAGE counts it, and it keeps its values while later runs rewrite every part of the arena
+    and after the host that wrote it dies."""
+    s = slow_timeout
+    n = 64 * 1024  # 256 KiB of FLOAT
+    with RawClient(s.port) as c:
+        assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "identity"))
+        data = np.arange(n, dtype=np.float32) + 0.5
+        assert_ok(c.execute("AI.TENSORSET", "x", "FLOAT", n, "BLOB", data.tobytes()))
+        before = _counts(c)
+        assert c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "kept") == "OK"
+        assert _counts(c)[0] == before[0] + 1
+        assert int(c.execute("MEMORY", "USAGE", "kept")) >= n * 4
+        other = np.zeros(n, dtype=np.float32)
+        assert_ok(c.execute("AI.TENSORSET", "z", "FLOAT", n, "BLOB", other.tobytes()))
+        for _ in range(40):
+            assert c.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "z", "OUTPUTS", 1, "y") == "OK"
+        got = np.frombuffer(bytes(c.execute("AI.TENSORGET", "kept", "BLOB")), np.float32)
+        assert got.tolist() == data.tolist()
+        pid = int(_ready(c)["pid"])
+        os.kill(pid, signal.SIGKILL)
+        _ready(c, pid)
+        got = np.frombuffer(bytes(c.execute("AI.TENSORGET", "kept", "BLOB")), np.float32)
+        assert got.tolist() == data.tolist()
+
+
+def test_outputs_in_place_of_many_clients_keep_their_values(slow_timeout: RedisServer) -> None:
+    """Eight clients, each with its own input, run DAGs that reply a 64 KiB output from the
+    arena: their runs are in flight together while the main thread replies earlier ones from
+    pinned parts, and every reply has its own client's values."""
+    s = slow_timeout
+    n, clients, rounds = 16 * 1024, 8, 40
+    with RawClient(s.port) as c:
+        assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "identity"))
+        before = _counts(c)
+    datas = [np.arange(n, dtype=np.float32) + np.float32(100 * (i + 1) + 0.5)
+             for i in range(clients)]
+    bad: list[str] = []
+
+    def client(i: int) -> None:
+        with RawClient(s.port) as k:
+            assert_ok(k.execute("AI.TENSORSET", f"x{i}", "FLOAT", n, "BLOB", datas[i].tobytes()))
+            for r in range(rounds):
+                got = k.execute("AI.DAGEXECUTE", "LOAD", 1, f"x{i}", "|>", "AI.MODELEXECUTE",
+                                "m", "INPUTS", 1, f"x{i}", "OUTPUTS", 1, "t", "|>",
+                                "AI.TENSORGET", "t", "BLOB")
+                if np.frombuffer(bytes(got[1]), np.float32).tolist() != datas[i].tolist():
+                    bad.append(f"client {i} round {r}")
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
+    assert bad == []
+    with RawClient(s.port) as c:
+        in_place, copied = _counts(c)
+    assert in_place + copied - before[0] - before[1] == clients * rounds
+    assert in_place > before[0]

@@ -20,10 +20,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 MAGIC = 0x48494152
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 INLINE_MAX = 64 * 1024
 MAX_FDS = 8
-ARENA_SIZE = 8 << 20
+ARENA_SIZE = 16 << 20
 ARENA_TENSOR_MAX = 1 << 20
 ALIGN = 64
 EXIT_PROTOCOL = 70

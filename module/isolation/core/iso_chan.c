@@ -15,8 +15,10 @@
  * in flight, iso_pipeline.c); anything the core sends deeper in the call
  * stack (a nested run's inputs, a callback's reply tensors) goes into a
  * sealed region, so nothing the host still borrows is overwritten.
- * Whatever the host sends is copied out of its arena as soon as it
- * arrives, and checked before it is used.
+ * Whatever the host sends is checked before it is used; what it sends in
+ * its arena is copied out as soon as it arrives, but for a run's numeric
+ * outputs of at least ISO_IN_PLACE_MIN bytes, used in place while their
+ * part stays pinned ("Outputs used in place" below).
  */
 #define _GNU_SOURCE
 
@@ -56,6 +58,58 @@ void IsoChan_UseRing(int use) {
     use_ring = use;
 }
 
+/* --- the h2c arena's view and its pins ------------------------------------------------ */
+
+/* A run's numeric output in the h2c arena of at least this many bytes is
+ * used in place: below it a copy costs less than what an output used in
+ * place adds (its pin, and the copy into Redis's memory on the main thread
+ * when it is stored under a key, which a copied output does not need). */
+#define ISO_IN_PLACE_MIN (16u << 10)
+
+typedef struct ArenaPin {
+    struct IsoArenaView *view;
+    int count; /* outputs in place in this part */
+} ArenaPin;
+
+/* The core's mapping of a channel's h2c arena: one reference for the
+ * channel, one for each output used in place; the last unmaps it, on
+ * whatever thread releases it. */
+typedef struct IsoArenaView {
+    unsigned char *map;
+    size_t len;
+    int refs;
+    ArenaPin pin[ISO_ARENA_PARTS];
+} IsoArenaView;
+
+static IsoArenaView *viewNew(unsigned char *map, size_t len) {
+    IsoArenaView *v = calloc(1, sizeof(*v));
+    if (v == NULL) return NULL;
+    v->map = map;
+    v->len = len;
+    v->refs = 1;
+    for (int k = 0; k < ISO_ARENA_PARTS; k++) v->pin[k].view = v;
+    return v;
+}
+
+static void viewUnref(IsoArenaView *v) {
+    if (v == NULL || __atomic_sub_fetch(&v->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    IsoShm_Unmap(v->map, v->len);
+    free(v);
+}
+
+/* The release of an output used in place: its part may be written again
+ * once no output lies in it (acquire in partPinned). */
+static void unpin(void *p) {
+    ArenaPin *pin = p;
+    IsoArenaView *v = pin->view;
+    __atomic_sub_fetch(&pin->count, 1, __ATOMIC_ACQ_REL);
+    viewUnref(v);
+}
+
+static int partPinned(IsoChan *c, int k) {
+    return __atomic_load_n(&c->h2c_view->pin[k].count, __ATOMIC_ACQUIRE) > 0;
+}
+
 static void closeChan(IsoChan *c) {
     if (c == NULL) return;
     pthread_mutex_lock(&c->slot->mu);
@@ -70,7 +124,7 @@ static void closeChan(IsoChan *c) {
     pthread_mutex_unlock(&c->slot->mu);
     IsoRing_Detach(&c->ring);
     IsoShm_Unmap(c->c2h, c->len);
-    IsoShm_Unmap(c->h2c, c->len);
+    viewUnref(c->h2c_view);
     free(c);
 }
 
@@ -113,7 +167,8 @@ static IsoChan *openChan(IsoSlot *s, uint64_t gen, RAI_Error *err, int *died) {
     c->len = ISO_ARENA_SIZE;
     c->c2h = IsoShm_Map(c2h, c->len, 1);
     c->h2c = IsoShm_Map(h2c, c->len, 0);
-    if (c->c2h == NULL || c->h2c == NULL) {
+    if (c->h2c && (c->h2c_view = viewNew(c->h2c, c->len)) == NULL) errno = ENOMEM;
+    if (c->c2h == NULL || c->h2c_view == NULL) {
         Error_SetFmt(err, "ERR cannot map a channel's arenas: %s", strerror(errno));
         goto fail;
     }
@@ -168,7 +223,11 @@ fail_quiet:
         IsoRing_Detach(&c->ring);
         if (sv[0] >= 0) close(sv[0]);
         IsoShm_Unmap(c->c2h, c->len);
-        IsoShm_Unmap(c->h2c, c->len);
+        if (c->h2c_view) {
+            viewUnref(c->h2c_view);
+        } else {
+            IsoShm_Unmap(c->h2c, c->len);
+        }
         free(c);
     }
     return NULL;
@@ -202,8 +261,24 @@ void IsoChan_Drop(IsoSlot *s) {
     }
 }
 
+/* The lowest free part, so that a lone client's runs reuse the same part
+ * of each arena, warm in the caches, rather than going round all of them:
+ * ids only need to be distinct and increasing, so the next id of that part
+ * is taken. */
 uint64_t IsoChan_NextId(IsoChan *c) {
-    return ++c->next_id & ~ISO_HOST_ID_BIT;
+    for (uint64_t k = 0; k < ISO_ARENA_PARTS; k++) {
+        if ((c->busy & (1u << k)) || partPinned(c, (int)k)) continue;
+        uint64_t id = c->next_id + 1;
+        id += (k + ISO_ARENA_PARTS - id % ISO_ARENA_PARTS) % ISO_ARENA_PARTS;
+        c->next_id = id;
+        c->busy |= 1u << k;
+        return id & ~ISO_HOST_ID_BIT;
+    }
+    return 0;
+}
+
+void IsoChan_Answered(IsoChan *c, uint64_t id) {
+    c->busy &= ~(1u << (id % ISO_ARENA_PARTS));
 }
 
 /* --- tensors out --------------------------------------------------------------------- */
@@ -465,12 +540,42 @@ static RAI_Tensor *stringsIn(const IsoTensorDesc *d, size_t n, const unsigned ch
     return Tensor_NewOwned(dt, d->dims, (int)d->ndims, data, body, offsets);
 }
 
+/* Outputs used in place: a run's numeric output of at least
+ * ISO_IN_PLACE_MIN bytes in the h2c arena is not copied but adopted, as a
+ * sealed region's, for as long as the request holds it (a DAG's next op,
+ * the reply; Tensor_ForKeyspace copies it into Redis's memory if it is
+ * stored under a key). It pins its part: no request is sent with that part
+ * (IsoChan_NextId) until the tensor's release unpins it, so the host never
+ * writes it meanwhile. Only at depth 0 (a nested run's outputs go back to
+ * the host at once), only in the answer's own part, and only while fewer
+ * than ISO_ARENA_PINS_MAX parts are pinned, so that the pipeline always
+ * finds a part; else copied. A host that broke the protocol and wrote a
+ * pinned part anyway could change the numbers a reply reads, never what
+ * the core reads to find them: STRING tensors, whose offsets are checked
+ * once, are always copied. 1 when src may be used in place. */
+static int inPlace(IsoChan *c, const IsoMsg *m, const IsoTensorDesc *d, int *part) {
+    if (d->nbytes < ISO_IN_PLACE_MIN || c->depth != 0) return 0;
+    size_t base, plen;
+    Iso_ArenaPart(m->h.id, c->len, &base, &plen);
+    if (d->offset < base || d->offset - base > plen || d->nbytes > plen - (d->offset - base))
+        return 0;
+    int k = (int)(m->h.id % ISO_ARENA_PARTS), pinned = 0;
+    if (partPinned(c, k)) {
+        *part = k;
+        return 1;
+    }
+    for (int j = 0; j < ISO_ARENA_PARTS; j++) pinned += partPinned(c, j);
+    if (pinned >= ISO_ARENA_PINS_MAX) return 0;
+    *part = k;
+    return 1;
+}
+
 /* One tensor from the host. A numeric tensor in a sealed region is adopted
  * when `adopt` (a run's outputs): used in place, without a copy, for as
  * long as the request holds it (a DAG's next op, the reply), since the
  * seals mean nobody can write those bytes any more; Tensor_ForKeyspace
- * copies it into Redis's memory if it is stored under a key. Anything in
- * the arena is copied now: its part is rewritten by a later run. */
+ * copies it into Redis's memory if it is stored under a key. In the arena,
+ * see inPlace; anything else is copied now. */
 static RAI_Tensor *tensorIn(IsoChan *c, IsoMsg *m, Regions *rg, const IsoTensorDesc *d,
                             int adopt, char *why, size_t wl) {
     size_t n;
@@ -490,9 +595,26 @@ static RAI_Tensor *tensorIn(IsoChan *c, IsoMsg *m, Regions *rg, const IsoTensorD
         }
         return t;
     }
+    int part;
+    if (adopt && d->region == 0 && inPlace(c, m, d, &part)) {
+        ArenaPin *pin = &c->h2c_view->pin[part];
+        __atomic_add_fetch(&c->h2c_view->refs, 1, __ATOMIC_ACQ_REL);
+        __atomic_add_fetch(&pin->count, 1, __ATOMIC_ACQ_REL);
+        RAI_Tensor *t = Tensor_NewAdopted(dt, d->dims, (int)d->ndims, (void *)src, d->nbytes,
+                                          unpin, pin);
+        if (t == NULL) {
+            unpin(pin);
+            snprintf(why, wl, "out of memory");
+        } else {
+            __atomic_add_fetch(&c->slot->outputs_in_place, 1, __ATOMIC_RELAXED);
+        }
+        return t;
+    }
     RAI_Tensor *t = Tensor_New(dt, d->dims, (int)d->ndims, 0);
     if (t && d->nbytes) memcpy(Iso_Api()->tensor_data(t), src, d->nbytes);
     if (t == NULL) snprintf(why, wl, "out of memory");
+    if (t && adopt && d->region == 0 && d->nbytes >= ISO_IN_PLACE_MIN)
+        __atomic_add_fetch(&c->slot->outputs_copied, 1, __ATOMIC_RELAXED);
     return t;
 }
 

@@ -16,16 +16,22 @@
 #define ISO_HOST_ID_BIT (1ULL << 63)
 
 struct IsoInflight;
+struct IsoArenaView;
 
 typedef struct IsoChan {
     IsoSlot *slot;
     uint64_t generation;
     IsoRing ring;       /* the socket (ring.sock) and the ring every message goes through */
     unsigned char *c2h; /* written here */
-    unsigned char *h2c; /* read here */
+    unsigned char *h2c; /* read here: h2c_view's mapping */
+    /* Shared with the outputs used in place, which pin their part of it
+     * and keep it mapped past the channel (iso_chan.c). */
+    struct IsoArenaView *h2c_view;
     size_t len;
     int depth;
     uint64_t next_id;
+    /* Arena parts of the requests sent and not answered (bit k: part k). */
+    uint32_t busy;
     /* Model runs sent and not answered yet, oldest first (iso_pipeline.c):
      * the host answers them in this order. Owned by the channel's thread. */
     struct IsoInflight *head, *tail;
@@ -48,8 +54,13 @@ IsoChan *IsoChan_Get(IsoSlot *s, uint64_t gen, RAI_Error *err, int *died);
  * run nested deeper on this thread still reads it. Runs in flight on it
  * must have been failed first (IsoPipeline_FailAll). */
 void IsoChan_Drop(IsoSlot *s);
-/* The id of the next request on c. */
+/* The id of the next request on c: one whose arena part is neither a
+ * request's in flight nor pinned by an output used in place; the part is
+ * busy until IsoChan_Answered. 0 when no part is free (more than
+ * ISO_PIPELINE_DEPTH requests nested on one channel). */
 uint64_t IsoChan_NextId(IsoChan *c);
+/* Request id was answered (or never sent, or failed): its part is free. */
+void IsoChan_Answered(IsoChan *c, uint64_t id);
 /* Places n tensors for request id: into id's part of the c2h arena when
  * use_arena (and they fit), else into one sealed region (*region, -1 when
  * none). 0, or -1 with errno. */
@@ -68,8 +79,9 @@ typedef enum ChanOutcome {
 } ChanOutcome;
 
 /* One message on c while request id is outstanding: a callback (served
- * here, its time added to *deadline), or id's answer (outputs copied into
- * the core's memory). */
+ * here, its time added to *deadline), or id's answer: its numeric outputs
+ * of at least ISO_IN_PLACE_MIN bytes used in place (see iso_chan.c), the
+ * others copied into the core's memory. */
 ChanOutcome IsoChan_OnMessage(IsoChan *c, IsoMsg *m, uint64_t id, uint32_t nout,
                               RAI_Tensor **outputs, int *result, long long *deadline,
                               RAI_Error *err, char *why, size_t wl);

@@ -73,6 +73,7 @@ static int exchange(IsoChan *c, uint64_t gen, uint64_t id, const char *key, uint
             died = 1;
         }
     }
+    IsoChan_Answered(c, id);
     if (died) {
         pthread_mutex_lock(&s->mu);
         IsoControl_ExitError(s, gen, "running", key, err);
@@ -107,6 +108,11 @@ static int run(IsoHandle *h, const RAI_RunInfo *info, const RAI_ScriptCall *call
         }
     }
     uint64_t id = IsoChan_NextId(c);
+    if (id == 0) {
+        Error_Set(err, "ERR isolated runs nested too deeply on one channel to the backend host");
+        IsoChan_EndRun(h->slot, -1);
+        return -1;
+    }
     IsoBuf b;
     IsoBuf_Init(&b);
     int region = -1, rc = -1;
@@ -114,6 +120,8 @@ static int run(IsoHandle *h, const RAI_RunInfo *info, const RAI_ScriptCall *call
                           err) == 0) {
         rc = exchange(c, gen, id, key, call ? ISO_MSG_SCRIPT_RUN : ISO_MSG_MODEL_RUN, &b, region,
                       (uint32_t)noutputs, outputs, err);
+    } else {
+        IsoChan_Answered(c, id); /* nothing sent */
     }
     IsoBuf_Free(&b);
     if (region >= 0) close(region);

@@ -91,6 +91,10 @@ void Iso_InfoSection(RedisModuleInfoCtx *ctx, int (*is_default)(const RAI_Backen
             ctx, "uptime", pid ? (Iso_NowMs() - s->ready_since_ms) / 1000 : 0);
         RedisModule_InfoAddFieldLongLong(ctx, "channels", s->channels);
         RedisModule_InfoAddFieldLongLong(ctx, "inflight", s->inflight);
+        RedisModule_InfoAddFieldLongLong(
+            ctx, "outputs_in_place", __atomic_load_n(&s->outputs_in_place, __ATOMIC_RELAXED));
+        RedisModule_InfoAddFieldLongLong(
+            ctx, "outputs_copied", __atomic_load_n(&s->outputs_copied, __ATOMIC_RELAXED));
         RedisModule_InfoAddFieldLongLong(ctx, "models", models);
         RedisModule_InfoAddFieldLongLong(ctx, "scripts", scripts);
         RedisModule_InfoEndDictField(ctx);

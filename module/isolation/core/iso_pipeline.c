@@ -10,8 +10,8 @@
  * host could start it (its send, or the answer before it), so
  * MODEL_EXECUTION_TIMEOUT measures the run as when the worker waited.
  *
- * Answers are decoded (outputs copied out of the arena part, which the
- * next run of that part will overwrite) as soon as they are read, and
+ * Answers are decoded (small outputs copied out of the arena part, large
+ * ones pinning it, iso_chan.c) as soon as they are read, and
  * kept in a thread-local list; the engine's `done` runs from
  * IsoPipeline_Wait only, on the worker's loop, never inside a read.
  */
@@ -70,6 +70,7 @@ static void popAnswered(IsoChan *c) {
     c->head = r->next;
     if (c->head == NULL) c->tail = NULL;
     c->npending--;
+    IsoChan_Answered(c, r->id);
     if (c->head) c->head->deadline = Iso_NowMs() + IsoChan_RunTimeoutMs(c->slot);
     IsoChan_EndRun(r->slot, r->rc);
     pushDone(r);
@@ -243,6 +244,15 @@ int IsoPipeline_Submit(void *handle, const RAI_RunInfo *info, RAI_Tensor *const 
         return -1;
     }
     uint64_t id = IsoChan_NextId(c);
+    if (id == 0) {
+        /* Cannot happen with at most ISO_PIPELINE_DEPTH in flight. */
+        free(r);
+        free(outs);
+        free(kcopy);
+        Error_Set(err, "ERR no free arena part on the channel to the backend host");
+        IsoChan_EndRun(s, -1);
+        return -1;
+    }
     IsoRing_SpinHint(&c->ring, tl_spin_us);
     IsoBuf b;
     IsoBuf_Init(&b);
@@ -256,9 +266,8 @@ int IsoPipeline_Submit(void *handle, const RAI_RunInfo *info, RAI_Tensor *const 
     IsoBuf_Free(&b);
     if (region >= 0) close(region);
     if (rc != 0) {
-        /* Nothing was sent: the id goes back, so that the ids in flight stay
-         * consecutive and their arena parts distinct. */
-        c->next_id--;
+        /* Nothing was sent: its arena part is free again. */
+        IsoChan_Answered(c, id);
         free(r);
         free(outs);
         free(kcopy);

@@ -104,6 +104,9 @@ struct IsoSlot {
     IsoHandle *handles, *handles_tail;
     long channels;   /* open channels of this generation */
     long inflight;   /* runs sent and not answered */
+    /* Run outputs of at least 16 KiB in a host's arena: used in place, and
+     * copied all the same (nested, or too many parts pinned); atomic. */
+    long long outputs_in_place, outputs_copied;
     /* Why the host of generation `dead_generation` ended. */
     uint64_t dead_generation; /* 0: none yet (generations start at 1) */
     char last_exit[256];      /* "signal 11 SIGSEGV" */

@@ -14,9 +14,9 @@
  * outlive the reply); STRING tensors are always copied, then checked.
  *
  * To the core: the message's part of the host-to-core arena (Iso_ArenaPart:
- * the core copies arena tensors out as soon as a message arrives, and the
- * answers of up to ISO_PIPELINE_DEPTH runs in flight each have a part of
- * their own), else one sealed region per message.
+ * the core picks request ids so that every run in flight, and every answer
+ * whose outputs it still uses in place, has a part of its own), else one
+ * sealed region per message.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -176,8 +176,8 @@ void HostWire_KeepArenaInputs(HostChannel *ch, RAI_Tensor *const *inputs,
 
 int HostWire_Place(HostChannel *ch, uint64_t id, RAI_Tensor *const *tensors, size_t n,
                    IsoTensorDesc *descs, int *large) {
-    /* Only this message's part: the core may still be copying the outputs
-     * of the runs in flight before it from theirs. */
+    /* Only this message's part: the core may still be reading the outputs
+     * of earlier answers from theirs. */
     size_t base, part;
     Iso_ArenaPart(id, ch->h2c_len, &base, &part);
     size_t arena = base, region = 0, end = base + part;
