@@ -11,7 +11,9 @@ panel of the picture:
   trivial model's p50, with and without runs in flight;
 * profile-modcpu-*.json (profile_execute.py, before/after): CPU us per request of the module,
   Redis and the framework;
-* instructions-*.json (bench_instructions.py): core instructions per request.
+* instructions-*.json (bench_instructions.py): core instructions per request;
+* isolation-outputs-*.json (bench_isolation_outputs.py): isolated outputs used in place, p50 of
+  each tree and its ratio to the first.
 
     python bench/floor_table.py RESULT.json --with bench/results/threads-<stamp>.json ...
     python bench/floor_plot.py RESULT.json --with ...    # draws <stamp>-all.png too
@@ -40,8 +42,11 @@ def kind_of(doc: dict[str, Any]) -> str:
         return "isolation"
     if isinstance(doc.get("before"), list) and isinstance(doc.get("after"), list):
         return "modcpu"
+    if "rows" in doc and "rounds" in doc:
+        return "isolation-outputs"
     raise ValueError("not a result of bench_threads, bench_torch_path, bench_isolation_async, "
-                     "profile_execute (before/after) or bench_instructions")
+                     "profile_execute (before/after), bench_instructions or "
+                     "bench_isolation_outputs")
 
 
 def _rng(d: dict[str, float], fmt: str = "{:,.0f}") -> str:
@@ -135,9 +140,34 @@ def instructions(doc: dict[str, Any]) -> Section:
     return (f"Instructions per request, callgrind ({doc['timestamp']}, first run)", lines)
 
 
+def _output_rows(doc: dict[str, Any]) -> tuple[list[str], list[tuple[str, dict[str, float]]]]:
+    """Tree names, and (label, median p50 us per tree) per output size and command."""
+    names = [t.split("=", 1)[0] for t in doc["trees"]]
+    out = []
+    for r in doc["rows"]:
+        if "cmd" not in r:
+            continue
+        b = r["bytes"]
+        label = f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+        out.append((f"{label} {r['cmd']}",
+                    {n: statistics.median(r["p50_us"][n]) for n in names}))
+    return names, out
+
+
+def isolation_outputs(doc: dict[str, Any]) -> Section:
+    names, rows = _output_rows(doc)
+    lines = ["| output, command | " + " | ".join(f"{n} p50 us" for n in names) + " | "
+             + " | ".join(f"{n} / {names[0]}" for n in names[1:]) + " |",
+             "|---|" + "---:|" * (2 * len(names) - 1)]
+    for label, med in rows:
+        lines.append(f"| {label} | " + " | ".join(f"{med[n]:.1f}" for n in names) + " | "
+                     + " | ".join(f"{med[n] / med[names[0]]:.2f}" for n in names[1:]) + " |")
+    return (f"Isolated outputs used in place, one client, medians of {doc['rounds']} rounds", lines)
+
+
 SECTIONS: dict[str, Callable[[dict[str, Any]], Section]] = {
     "threads": threads, "torch-path": torch_path, "isolation": isolation, "modcpu": modcpu,
-    "instructions": instructions}
+    "instructions": instructions, "isolation-outputs": isolation_outputs}
 
 
 def section(doc: dict[str, Any]) -> Section:
@@ -211,6 +241,13 @@ def panel(ax: Any, doc: dict[str, Any]) -> None:
               "server p50 / (PING + direct call)")
         ax.axhline(1.1, color="tab:red", ls="-.", lw=.8)
         ax.set_title("Torch run path (target 1.1)", fontsize=9)
+    elif k == "isolation-outputs":
+        names, rows = _output_rows(doc)
+        _bars(ax, [label for label, _ in rows],
+              {n: [med[n] / med[names[0]] for _, med in rows] for n in names[1:]},
+              f"p50 / {names[0]}")
+        ax.axhline(1.0, color="grey", ls=":", lw=.8)
+        ax.set_title("isolated outputs used in place, one client", fontsize=9)
 
 
 def draw(docs: list[dict[str, Any]], path: Any) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import statistics
 import subprocess
 import sys
 
@@ -18,7 +19,8 @@ import floor_sections  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 KINDS = {"threads-": "threads", "torch-path-": "torch-path", "isolation-async-": "isolation",
-         "profile-modcpu-": "modcpu", "instructions-": "instructions"}
+         "profile-modcpu-": "modcpu", "instructions-": "instructions",
+         "isolation-outputs-": "isolation-outputs"}
 
 
 def results_of(prefix: str) -> list[pathlib.Path]:
@@ -55,6 +57,12 @@ def test_the_tables_carry_the_results_figures() -> None:
     module = next(line for line in lines if line.startswith("| module |"))
     before, after = (float(x) for x in module.split("|")[2:4])
     assert 0 < after < before  # the module's share fell in that run (docs/performance.md)
+    outputs = json.loads(results_of("isolation-outputs-")[-1].read_text())
+    _, lines = floor_sections.isolation_outputs(outputs)
+    [row] = [r for r in outputs["rows"] if r.get("bytes") == 1 << 20 and r.get("cmd") == "dag"]
+    first = outputs["trees"][0].split("=", 1)[0]
+    line = next(line for line in lines if line.startswith("| 1 MiB dag |"))
+    assert line.split("|")[2].strip() == f"{statistics.median(row['p50_us'][first]):.1f}"
 
 
 def test_floor_table_and_plot_take_the_other_results(tmp_path: pathlib.Path) -> None:
