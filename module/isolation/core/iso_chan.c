@@ -570,6 +570,19 @@ static int inPlace(IsoChan *c, const IsoMsg *m, const IsoTensorDesc *d, int *par
     return 1;
 }
 
+/* src used in place by a new tensor, whose release drops what the caller
+ * took for it (release(ctx)), now if no tensor could be made. */
+static RAI_Tensor *adopted(RAI_DType dt, const IsoTensorDesc *d, const unsigned char *src,
+                           void (*release)(void *), void *ctx, char *why, size_t wl) {
+    RAI_Tensor *t =
+        Tensor_NewAdopted(dt, d->dims, (int)d->ndims, (void *)src, d->nbytes, release, ctx);
+    if (t == NULL) {
+        release(ctx);
+        snprintf(why, wl, "out of memory");
+    }
+    return t;
+}
+
 /* One tensor from the host. A numeric tensor in a sealed region is adopted
  * when `adopt` (a run's outputs): used in place, without a copy, for as
  * long as the request holds it (a DAG's next op, the reply), since the
@@ -587,27 +600,15 @@ static RAI_Tensor *tensorIn(IsoChan *c, IsoMsg *m, Regions *rg, const IsoTensorD
     if (adopt && d->region != 0 && d->nbytes > 0) {
         RegionRef *ref = rg->ref[d->region - 1];
         __atomic_add_fetch(&ref->refs, 1, __ATOMIC_ACQ_REL);
-        RAI_Tensor *t = Tensor_NewAdopted(dt, d->dims, (int)d->ndims, (void *)src, d->nbytes,
-                                          regionUnref, ref);
-        if (t == NULL) {
-            regionUnref(ref);
-            snprintf(why, wl, "out of memory");
-        }
-        return t;
+        return adopted(dt, d, src, regionUnref, ref, why, wl);
     }
     int part;
     if (adopt && d->region == 0 && inPlace(c, m, d, &part)) {
         ArenaPin *pin = &c->h2c_view->pin[part];
         __atomic_add_fetch(&c->h2c_view->refs, 1, __ATOMIC_ACQ_REL);
         __atomic_add_fetch(&pin->count, 1, __ATOMIC_ACQ_REL);
-        RAI_Tensor *t = Tensor_NewAdopted(dt, d->dims, (int)d->ndims, (void *)src, d->nbytes,
-                                          unpin, pin);
-        if (t == NULL) {
-            unpin(pin);
-            snprintf(why, wl, "out of memory");
-        } else {
-            __atomic_add_fetch(&c->slot->outputs_in_place, 1, __ATOMIC_RELAXED);
-        }
+        RAI_Tensor *t = adopted(dt, d, src, unpin, pin, why, wl);
+        if (t) __atomic_add_fetch(&c->slot->outputs_in_place, 1, __ATOMIC_RELAXED);
         return t;
     }
     RAI_Tensor *t = Tensor_New(dt, d->dims, (int)d->ndims, 0);

@@ -232,24 +232,18 @@ int IsoPipeline_Submit(void *handle, const RAI_RunInfo *info, RAI_Tensor *const 
         IsoChan_EndRun(s, -1);
         return -1;
     }
+    uint64_t id = IsoChan_NextId(c);
     IsoInflight *r = calloc(1, sizeof(*r));
     RAI_Tensor **outs = calloc(noutputs ? noutputs : 1, sizeof(*outs));
     char *kcopy = strdup(key);
-    if (r == NULL || outs == NULL || kcopy == NULL) {
+    if (id == 0 || r == NULL || outs == NULL || kcopy == NULL) {
+        /* No free part cannot happen with at most ISO_PIPELINE_DEPTH in flight. */
+        if (id) IsoChan_Answered(c, id);
         free(r);
         free(outs);
         free(kcopy);
-        Error_Set(err, "ERR out of memory");
-        IsoChan_EndRun(s, -1);
-        return -1;
-    }
-    uint64_t id = IsoChan_NextId(c);
-    if (id == 0) {
-        /* Cannot happen with at most ISO_PIPELINE_DEPTH in flight. */
-        free(r);
-        free(outs);
-        free(kcopy);
-        Error_Set(err, "ERR no free arena part on the channel to the backend host");
+        Error_Set(err, id ? "ERR out of memory"
+                          : "ERR no free arena part on the channel to the backend host");
         IsoChan_EndRun(s, -1);
         return -1;
     }
