@@ -289,7 +289,7 @@ void RunQueue_PushFront(RAI_RunQueue *q, struct RAI_Dag *dag) {
 int RunQueue_Idle(RAI_RunQueue *q, int *spinning) {
     pthread_mutex_lock(&q->lock);
     int idle = q->head == NULL && q->busy == 0 && q->in_flight == 0;
-    if (spinning) *spinning = q->spinners > 0;
+    *spinning = q->spinners > 0;
     pthread_mutex_unlock(&q->lock);
     return idle;
 }

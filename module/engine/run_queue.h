@@ -43,8 +43,8 @@ void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag);
  * back where it was (core/async_run.h). */
 void RunQueue_PushFront(RAI_RunQueue *q, struct RAI_Dag *dag);
 /* Nothing queued and no worker running: a DAG pushed now would start at
- * once. A snapshot (another thread may push right after). *spinning (if
- * not NULL): a worker is looking for a push, awake. Any thread. */
+ * once. A snapshot (another thread may push right after). *spinning: a
+ * worker is looking for a push, awake. Any thread. */
 int RunQueue_Idle(RAI_RunQueue *q, int *spinning);
 /* THREADS_PER_QUEUE of this queue (fixed at its creation). */
 int RunQueue_Threads(const RAI_RunQueue *q);

@@ -554,7 +554,7 @@ static RAI_Tensor *stringsIn(const IsoTensorDesc *d, size_t n, const unsigned ch
  * the core reads to find them: STRING tensors, whose offsets are checked
  * once, are always copied. 1 when src may be used in place. */
 static int inPlace(IsoChan *c, const IsoMsg *m, const IsoTensorDesc *d, int *part) {
-    if (d->nbytes < ISO_IN_PLACE_MIN || c->depth != 0) return 0;
+    if (c->depth != 0) return 0;
     size_t base, plen;
     Iso_ArenaPart(m->h.id, c->len, &base, &plen);
     if (d->offset < base || d->offset - base > plen || d->nbytes > plen - (d->offset - base))
@@ -602,8 +602,10 @@ static RAI_Tensor *tensorIn(IsoChan *c, IsoMsg *m, Regions *rg, const IsoTensorD
         __atomic_add_fetch(&ref->refs, 1, __ATOMIC_ACQ_REL);
         return adopted(dt, d, src, regionUnref, ref, why, wl);
     }
+    /* An output inPlace may take, counted either way. */
+    int large = adopt && d->region == 0 && d->nbytes >= ISO_IN_PLACE_MIN;
     int part;
-    if (adopt && d->region == 0 && inPlace(c, m, d, &part)) {
+    if (large && inPlace(c, m, d, &part)) {
         ArenaPin *pin = &c->h2c_view->pin[part];
         __atomic_add_fetch(&c->h2c_view->refs, 1, __ATOMIC_ACQ_REL);
         __atomic_add_fetch(&pin->count, 1, __ATOMIC_ACQ_REL);
@@ -614,8 +616,7 @@ static RAI_Tensor *tensorIn(IsoChan *c, IsoMsg *m, Regions *rg, const IsoTensorD
     RAI_Tensor *t = Tensor_New(dt, d->dims, (int)d->ndims, 0);
     if (t && d->nbytes) memcpy(Iso_Api()->tensor_data(t), src, d->nbytes);
     if (t == NULL) snprintf(why, wl, "out of memory");
-    if (t && adopt && d->region == 0 && d->nbytes >= ISO_IN_PLACE_MIN)
-        __atomic_add_fetch(&c->slot->outputs_copied, 1, __ATOMIC_RELAXED);
+    if (t && large) __atomic_add_fetch(&c->slot->outputs_copied, 1, __ATOMIC_RELAXED);
     return t;
 }
 
