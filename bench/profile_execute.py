@@ -33,7 +33,11 @@ could not name decide nothing, the first frame in one of these does:
              it does around a module's callbacks (on a framework's pool threads, a stack
              of C-library frames only is the framework's)
 The module's CPU is also split by the innermost redisai.so function of each sample
-("module_top" in the JSON), to see where it goes.
+("module_top" in the JSON), to see where it goes, and by the Redis module API function the
+module was inside ("module_api": the outermost RM_* frame below that redisai.so frame, or "own
+code" when none: the module's own instructions and the C library and system calls it makes
+itself). What RM_* calls cost is Redis's code run on the module's behalf: a floor for any
+module that must block the client, open its keys, replicate and reply through that API.
 
     python bench/profile_execute.py [--kinds ONNX,TORCH,TF] [--clients 32] [--seconds 4]
                                     [--module-args "INTRA_OP_PARALLELISM 1"]
@@ -158,6 +162,17 @@ def _is_framework(frame: str, dso: str) -> bool:
             or dso.startswith(FRAMEWORK_LIBS))
 
 
+def module_api(frames: list[str]) -> str:
+    """The Redis API function (RM_*) a module-owned sample was inside, or "own code"."""
+    api = "own code"
+    for f in frames:  # leaf first: the last RM_* before the module's frame is the call it made
+        if _dso(f) == MODULE_DSO:
+            return api
+        if _sym(f).startswith("RM_"):
+            api = _sym(f)
+    return api
+
+
 def owner(frames: list[str], role: str) -> tuple[str, str]:
     """(owner, innermost redisai.so function) of one sample; role: main, worker, pool."""
     waited = False
@@ -190,17 +205,21 @@ def _by_role(script: str, main_tid: int) -> Iterable[tuple[str, list[list[str]]]
             yield "pool", stacks
 
 
-def owners(script: str, main_tid: int) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-    """Samples by owner and thread role, and the module's samples by innermost function."""
+def owners(script: str, main_tid: int
+           ) -> tuple[dict[str, dict[str, int]], dict[str, int], dict[str, int]]:
+    """Samples by owner and thread role, and the module's samples by innermost function and
+    by the Redis API function they were inside."""
     out: dict[str, dict[str, int]] = collections.defaultdict(collections.Counter)
     top: dict[str, int] = collections.Counter()
+    api: dict[str, int] = collections.Counter()
     for role, stacks in _by_role(script, main_tid):
         for frames in stacks:
             who, sym = owner(frames, role)
             out[who][role] += 1
             if who == "module":
                 top[f"{role}:{sym}"] += 1
-    return out, top
+                api[f"{role}:{module_api(frames)}"] += 1
+    return out, top, api
 
 
 def classify(script: str, main_tid: int) -> tuple[dict[str, dict[str, int]], int]:
@@ -257,9 +276,10 @@ def profile(kind: str, install: pathlib.Path, manifest: dict, load_exe: pathlib.
         if os.environ.get("PROFILE_KEEP"):
             pathlib.Path(os.environ["PROFILE_KEEP"], f"perf-{kind}.txt").write_text(script)
         steps, total = classify(script, srv.proc.pid)
-        own, top = owners(script, srv.proc.pid)
+        own, top, api = owners(script, srv.proc.pid)
         return {"owners": {k: dict(v) for k, v in own.items()},
                 "module_top": dict(top.most_common(40)),
+                "module_api": dict(api.most_common()),
                 "kind": kind, "model": model, "main_tid": srv.proc.pid, "clients": clients, "rps": res["rps"], "p50_us": res["p50_us"],
                 "requests": res["count"], "seconds": seconds, "samples": total,
                 "module_args": module_args, "steps": {k: dict(v) for k, v in steps.items()}}
@@ -285,6 +305,13 @@ def report(p: dict) -> None:
               + f" {sum(by.values()) * per_req:6.1f}")
     for name, n in list(p.get("module_top", {}).items())[:15]:
         print(f"    module {name:<40} {n * per_req:6.2f}")
+    api = p.get("module_api", {})
+    if api:
+        own_code = sum(n for k, n in api.items() if k.endswith(":own code"))
+        print(f"  module CPU by what runs: own code {own_code * per_req:.2f}, Redis API "
+              f"{(sum(api.values()) - own_code) * per_req:.2f} us/req")
+        for name, n in list(api.items())[:12]:
+            print(f"    {name:<47} {n * per_req:6.2f}")
 
 
 def owner_us(p: dict, who: str) -> float:
