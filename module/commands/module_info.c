@@ -16,6 +16,7 @@
 #include "engine/inline_run.h"
 #include "engine/main_spin.h"
 #include "engine/run_queue.h"
+#include "engine/unblock_batch.h"
 #include "isolation/core/iso_info.h"
 #include "loader/backend_loader.h"
 #include "redisai/llapi.h"
@@ -133,6 +134,7 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddFieldLongLong(ctx, "worker_spin_us", rai_config.worker_spin_us);
     RedisModule_InfoAddFieldLongLong(ctx, "main_spin_passes", MainSpin_Passes());
     RedisModule_InfoAddFieldLongLong(ctx, "main_spin_unblocks", MainSpin_Unblocks());
+    RedisModule_InfoAddFieldLongLong(ctx, "unblocks_paired", UnblockBatch_Pairs());
 
     /* Not in a crash report: it takes the isolation locks. */
     if (!for_crash_report) Iso_InfoSection(ctx, isKindDefault);

@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "core/messages.h"
 #include "engine/dag_run.h"
+#include "engine/unblock_batch.h"
 #include "redisai/reply_texts.h"
 #include "types/model.h"
 
@@ -153,6 +154,7 @@ void Batch_Run(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
     n = live;
     if (n == 0) return;
     if (n == 1) return Dag_RunFrom(dags[0], q);
+    UnblockBatch_Flush(); /* a kept client does not wait for a batch's run */
 
     RAI_DagOp *op0 = &dags[0]->ops[dags[0]->next_op];
     /* Copied: once a DAG goes on (or fails) the main thread may free it, op0

@@ -18,6 +18,7 @@
 #include "engine/blocked_time.h"
 #include "engine/held_run.h"
 #include "engine/main_spin.h"
+#include "engine/unblock_batch.h"
 #include "redisai/reply_texts.h"
 #include "types/model.h"
 #include "types/run_stats.h"
@@ -181,7 +182,8 @@ static int canHandOff(const RAI_DagOp *op) {
 
 void Dag_SettleInFlight(void) {
     const AsyncRun_Ops *async = AsyncRun_Get();
-    if (async == NULL || !AsyncRun_Allowed()) return;
+    if (async == NULL || !AsyncRun_Allowed() || async->pending() == 0) return;
+    UnblockBatch_Flush(); /* a kept client does not wait for a host's answers */
     while (async->pending() > 0) async->wait(-1, -1);
 }
 
@@ -215,6 +217,20 @@ void Dag_Finish(RAI_Dag *dag) {
     }
 }
 
+/* The DAG is done after a run of runner whose client may be kept and
+ * unblocked with the next one's (unblock_batch.h); NULL: as Dag_Finish. */
+static void finishAfterRun(RAI_Dag *dag, const void *runner) {
+    if (runner == NULL || dag->on_finish) {
+        Dag_Finish(dag);
+    } else if (!HeldRun_Finished(dag)) {
+        UnblockBatch_Keep(runner, dag->bc, dag);
+    }
+}
+
+static const void *opRunner(const RAI_DagOp *op) {
+    return op->kind == DAG_OP_MODEL ? (const void *)op->model : (const void *)op->script;
+}
+
 static RAI_RunQueue *opQueue(RAI_DagOp *op, RAI_RunQueue *current) {
     return op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT ? op->queue : current;
 }
@@ -231,6 +247,7 @@ int Dag_TimedOut(RAI_Dag *dag) {
 /* Runs ops from next_op while they belong to q; then moves the DAG to the
  * next op's queue, or finishes it. */
 void Dag_RunFrom(RAI_Dag *dag, RAI_RunQueue *q) {
+    const void *kept_by = NULL; /* the last run, when its client may be kept */
     while (dag->next_op < dag->nops) {
         RAI_DagOp *op = &dag->ops[dag->next_op];
         RAI_RunQueue *want = opQueue(op, q);
@@ -246,16 +263,20 @@ void Dag_RunFrom(RAI_Dag *dag, RAI_RunQueue *q) {
         if ((run_op && !hand) || dag->timeout_ms > 0) Dag_SettleInFlight();
         if (Dag_TimedOut(dag)) return;
         if (hand) {
+            UnblockBatch_Flush();
             handOff(dag, op, q);
             return;
         }
         if (run_op) {
+            const void *runner = opRunner(op);
+            int may_keep = UnblockBatch_BeforeRun(runner, RunQueue_Waiting(q));
             Dag_RunOp(dag, op, RunQueue_WorkerIndex());
+            kept_by = may_keep && UnblockBatch_ShortRun(op->duration_us) ? runner : NULL;
         } else {
             op->state = DAG_OP_DONE;
         }
         dag->next_op++;
         if (op->state == DAG_OP_FAILED) break;
     }
-    Dag_Finish(dag);
+    finishAfterRun(dag, kept_by);
 }

@@ -25,6 +25,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/device.h"
+#include "engine/unblock_batch.h"
 #include "redismodule.h"
 
 struct RAI_QueueItem {
@@ -40,6 +41,7 @@ struct RAI_RunQueue {
     RAI_QueueItem *tail;
     int nthreads;
     int busy; /* workers running a DAG, under lock */
+    long waiting; /* DAGs queued: written under lock, read by RunQueue_Waiting */
     int spinners; /* workers looking for a push (spinForPush), under lock */
     long in_flight; /* runs handed off and not answered, all workers, under lock */
     int pollers;    /* workers waiting on answers: a push writes wake_fd */
@@ -89,6 +91,7 @@ void RunQueue_Unlink(RAI_RunQueue *q, RAI_QueueItem *prev, RAI_QueueItem *it) {
         q->head = it->next;
     }
     if (q->tail == it) q->tail = prev;
+    __atomic_store_n(&q->waiting, q->waiting - 1, __ATOMIC_RELAXED);
     RedisModule_Free(it);
 }
 
@@ -194,6 +197,17 @@ static int spinForPush(RAI_RunQueue *q) {
     return q->pushes != seen;
 }
 
+/* Before the worker waits: the client it kept (unblock_batch.h) is
+ * unblocked first, the lock released meanwhile. 1 when one was: the caller
+ * looks at the queue again, as a push may have come. */
+static int unblockKept(RAI_RunQueue *q) {
+    if (!UnblockBatch_Pending()) return 0;
+    pthread_mutex_unlock(&q->lock);
+    UnblockBatch_Flush();
+    pthread_mutex_lock(&q->lock);
+    return 1;
+}
+
 static void *workerMain(void *arg) {
     WorkerArgs *wa = arg;
     RAI_RunQueue *q = wa->queue;
@@ -215,6 +229,7 @@ static void *workerMain(void *arg) {
             pending = inFlight(q, async, &counted);
         }
         if (pending >= (async ? async->max_in_flight : 1) && pending > 0) {
+            if (unblockKept(q)) continue;
             awaitAnswers(q, async, -1, -1); /* at the bound: only an answer helps */
             continue;
         }
@@ -227,6 +242,7 @@ static void *workerMain(void *arg) {
             q->busy--;
             continue;
         }
+        if (unblockKept(q)) continue;
         if (pending > 0) {
             if (wait_ms == RUNQUEUE_WAIT_ANSWERS) {
                 awaitAnswers(q, async, -1, -1);
@@ -265,6 +281,7 @@ void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag) {
         q->head = item;
     }
     q->tail = item;
+    __atomic_store_n(&q->waiting, q->waiting + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&q->pushes, q->pushes + 1, __ATOMIC_RELEASE);
     pthread_cond_signal(&q->ready);
     if (q->pollers > 0) {
@@ -281,6 +298,7 @@ void RunQueue_PushFront(RAI_RunQueue *q, struct RAI_Dag *dag) {
     item->next = q->head;
     q->head = item;
     if (q->tail == NULL) q->tail = item;
+    __atomic_store_n(&q->waiting, q->waiting + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&q->pushes, q->pushes + 1, __ATOMIC_RELEASE);
     pthread_cond_signal(&q->ready);
     pthread_mutex_unlock(&q->lock);
@@ -292,6 +310,10 @@ int RunQueue_Idle(RAI_RunQueue *q, int *spinning) {
     *spinning = q->spinners > 0;
     pthread_mutex_unlock(&q->lock);
     return idle;
+}
+
+long RunQueue_Waiting(const RAI_RunQueue *q) {
+    return __atomic_load_n(&q->waiting, __ATOMIC_RELAXED);
 }
 
 int RunQueue_Threads(const RAI_RunQueue *q) {

@@ -26,13 +26,12 @@ microseconds before it sleeps, when at most one client waits for a queued run.
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
 import engine_models as em
-from helpers import assert_ok, info_field, runnable_seconds_by_thread, wait_until
+from helpers import assert_ok, in_threads, info_field, runnable_seconds_by_thread, wait_until
 from redis_server import RedisServer, start_expecting_failure
 from resp import RawClient, RespError
 
@@ -83,22 +82,13 @@ def test_queued_runs_answer_alone_together_and_after_sleeping(module_path, onnx_
             store(c)
             for i in range(200):   # a lone client: the worker spins between its requests
                 run_and_check(c, i)
-            errors: list[BaseException] = []
 
             def client(k: int) -> None:
-                try:
-                    with RawClient(s.port) as other:
-                        for i in range(40):
-                            run_and_check(other, 1000 * (k + 1) + i)
-                except BaseException as exc:  # reported below, on the test's thread
-                    errors.append(exc)
+                with RawClient(s.port) as other:
+                    for i in range(40):
+                        run_and_check(other, 1000 * (k + 1) + i)
 
-            threads = [threading.Thread(target=client, args=(k,)) for k in range(16)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(120)
-            assert not errors and not any(t.is_alive() for t in threads), errors
+            in_threads(16, client)
             time.sleep(0.05)   # past any spin: the worker sleeps, the next push wakes it
             run_and_check(c, 7)
             assert int(info_field(c.execute("INFO", "MODULES"), "ai_inline_runs")) == 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pathlib
+import threading
 import time
 from typing import Any, Callable
 
@@ -83,6 +84,26 @@ class LogMark:
                 raise AssertionError(
                     f"no new log line contains all of {needles!r}; new log text:\n{self.text()}")
             time.sleep(0.05)
+
+
+def in_threads(n: int, work: Callable[[int], None], timeout: float = 120.0) -> None:
+    """Runs work(0) .. work(n - 1) on n threads at once; fails with what any of them raised,
+    or when one is still running after timeout seconds (a lost wake-up hangs there)."""
+    errors: list[BaseException] = []
+
+    def run(k: int) -> None:
+        try:
+            work(k)
+        except BaseException as exc:  # reported below, on the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    assert not errors and not any(t.is_alive() for t in threads), errors
 
 
 def wait_until(pred: Callable[[], bool], timeout: float, interval: float = 0.005) -> bool:
