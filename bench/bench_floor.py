@@ -129,10 +129,14 @@ class Backend:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5,
                                    err_msg=f"{self.kind} {model}: rai_floor output differs")
 
+    def info_count(self, field: str) -> int:
+        """One of INFO's counters (0 on a tree without it)."""
+        value = info_field(bytes(self.client.call("INFO", "MODULES")), field)
+        return int(value) if value is not None else 0
+
     def inline_runs(self) -> int:
         """INFO's count of runs answered on the main thread (0 on a tree without it)."""
-        value = info_field(bytes(self.client.call("INFO", "MODULES")), "ai_inline_runs")
-        return int(value) if value is not None else 0
+        return self.info_count("ai_inline_runs")
 
     def stop(self) -> None:
         base.stop_checked(self.client, self.srv, self.kind)

@@ -10,8 +10,9 @@ every server in turn, the order rotating from repetition to repetition, so that 
 settings alternate at the finest grain and share the machine's noise. The client is
 bench/floor/rai_load.c (C, one thread, epoll). Prints per cell the median throughput of each
 server and its range, the server's CPU per request (all its threads, and its main thread),
-the ratio of each tree's defaults to its best fixed setting, and the ratio
-of every tree to the first one per setting; writes bench/results/threads-<stamp>.json.
+the share of requests a worker unblocked in pairs (INFO ai_unblocks_paired), the ratio of each
+tree's defaults to its best fixed setting, and the ratio of every tree to the first one per
+setting; writes bench/results/threads-<stamp>.json.
 
     PYTHONPATH=. .venv/bin/python bench/bench_threads.py [--reps 3] [--kinds TF,TORCH,ONNX]
         [--install LABEL=DIR ...] [--seconds 2] [--cells trivial:1,cnn:1,trivial:32,cnn:32]
@@ -65,6 +66,7 @@ def on_cpu_s(pid: int) -> tuple[float, float]:
 def measure(b: bench_floor.Backend, model: str, clients: int, seconds: float,
             requests_1: dict[str, int]) -> dict[str, Any]:
     inline_before = b.inline_runs()
+    paired_before = b.info_count("ai_unblocks_paired")
     cpu_before = on_cpu_s(b.srv.proc.pid)
     if clients == 1:
         (res,) = b.load.run([b.cmds[model]], clients=1, requests=requests_1[model], warmup=50)
@@ -78,6 +80,8 @@ def measure(b: bench_floor.Backend, model: str, clients: int, seconds: float,
     res["main_cpu_us_per_req"] = (cpu_after[1] - cpu_before[1]) * 1e6 / max(done, 1)
     # runs answered on the main thread (INLINE_RUN_MAX_US), warm-up included
     res["inline_runs"] = b.inline_runs() - inline_before
+    # pairs of clients a worker unblocked together (engine/unblock_batch.c), warm-up included
+    res["unblocks_paired"] = b.info_count("ai_unblocks_paired") - paired_before
     return res
 
 
@@ -134,6 +138,8 @@ def measure_kind(kind: str, servers: list[Server], manifest: dict[str, Any],
                                summarize([r["server_cpu_us_per_req"] for r in rs]),
                            "main_cpu_us_per_req":
                                summarize([r["main_cpu_us_per_req"] for r in rs]),
+                           "paired_share": summarize([2 * r.get("unblocks_paired", 0)
+                                                      / max(r["count"], 1) for r in rs]),
                            "rounds": rs}
                    for label, rs in per.items()}
             for cell, per in raw.items()}
@@ -177,6 +183,9 @@ def report(doc: dict[str, Any], servers: list[Server], trees: list[str], fixed: 
     print_per_server(doc, servers, cells_run,
                      lambda m: f"{m['server_cpu_us_per_req']['median']:.1f} / "
                      f"{m['main_cpu_us_per_req']['median']:.1f}")
+    print("\nrequests unblocked in pairs (INFO ai_unblocks_paired x 2 / requests), medians")
+    print_per_server(doc, servers, cells_run,
+                     lambda m: f"{m.get('paired_share', {}).get('median', 0):.0%}")
     print("\nratios of medians (throughput): each tree's defaults / its best fixed setting; "
           f"each tree / {trees[0]} per setting")
     keys = [k for k in summary[0] if "/" in k] if summary else []
