@@ -208,23 +208,23 @@ static void handOff(RAI_Dag *dag, RAI_DagOp *op, RAI_RunQueue *q) {
 
 /* The DAG is done (or failed, or timed out): its client gets the reply on
  * the main thread (which may be waiting for it, held_run.h), or an LLAPI
- * DAG's on_finish runs here. */
-void Dag_Finish(RAI_Dag *dag) {
+ * DAG's on_finish runs here. kept_by: the run of a model or script that
+ * finished it, when its client may be kept and unblocked with the next
+ * one's (unblock_batch.h); NULL: unblocked now. */
+static void finish(RAI_Dag *dag, const void *kept_by) {
     if (dag->on_finish) {
         dag->on_finish(dag);
-    } else if (!HeldRun_Finished(dag)) {
+    } else if (HeldRun_Finished(dag)) {
+        return;
+    } else if (kept_by) {
+        UnblockBatch_Keep(kept_by, dag->bc, dag);
+    } else {
         MainSpin_Unblock(dag->bc, dag);
     }
 }
 
-/* The DAG is done after a run of runner whose client may be kept and
- * unblocked with the next one's (unblock_batch.h); NULL: as Dag_Finish. */
-static void finishAfterRun(RAI_Dag *dag, const void *runner) {
-    if (runner == NULL || dag->on_finish) {
-        Dag_Finish(dag);
-    } else if (!HeldRun_Finished(dag)) {
-        UnblockBatch_Keep(runner, dag->bc, dag);
-    }
+void Dag_Finish(RAI_Dag *dag) {
+    finish(dag, NULL);
 }
 
 static const void *opRunner(const RAI_DagOp *op) {
@@ -278,5 +278,5 @@ void Dag_RunFrom(RAI_Dag *dag, RAI_RunQueue *q) {
         dag->next_op++;
         if (op->state == DAG_OP_FAILED) break;
     }
-    finishAfterRun(dag, kept_by);
+    finish(dag, kept_by);
 }

@@ -225,16 +225,9 @@ def test_wrong_batch_size_fails_every_request_of_the_batch(c, tf_server, slow_n,
     store_wrong(c, install_dir, backend, "w", "BATCHSIZE", 4)
     for i in range(3):
         tset(c, f"x{i}", client_input(i, 1))
-    clients = [RawClient(tf_server.port) for _ in range(3)]
-    try:
-        with hold(tf_server, slow_n) as h:
-            for i, cl in enumerate(clients):
-                cl.send("AI.MODELEXECUTE", "w", "INPUTS", 1, f"x{i}", "OUTPUTS", 1, f"o{i}")
-                h.wait_queued(2 + i)
-        replies = [cl.read() for cl in clients]
-    finally:
-        for cl in clients:
-            cl.close()
+    replies = em.replies_behind(
+        hold(tf_server, slow_n), tf_server.port,
+        [("AI.MODELEXECUTE", "w", "INPUTS", 1, f"x{i}", "OUTPUTS", 1, f"o{i}") for i in range(3)])
     for i, rep in enumerate(replies):
         assert_error(rep, WRONG_BATCH)
         assert c.execute("EXISTS", f"o{i}") == 0

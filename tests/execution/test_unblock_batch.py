@@ -53,16 +53,10 @@ def test_queued_requests_pair_up_while_enough_wait(c, tf_server, slow_n) -> None
     before = paired(c)
     for i in range(10):
         assert_ok(c.execute("AI.TENSORSET", f"x{i}", "FLOAT", 2, "VALUES", i, -i))
-    clients = [RawClient(tf_server.port) for _ in range(10)]
-    try:
-        with em.HeldQueue(tf_server.port, slow_n(0.5)) as h:
-            for i, cl in enumerate(clients):
-                cl.send("AI.MODELEXECUTE", "plus", "INPUTS", 1, f"x{i}", "OUTPUTS", 1, f"y{i}")
-                h.wait_queued(2 + i)
-        replies = [cl.read() for cl in clients]
-    finally:
-        for cl in clients:
-            cl.close()
+    replies = em.replies_behind(
+        em.HeldQueue(tf_server.port, slow_n(0.5)), tf_server.port,
+        [("AI.MODELEXECUTE", "plus", "INPUTS", 1, f"x{i}", "OUTPUTS", 1, f"y{i}")
+         for i in range(10)])
     assert replies == ["OK"] * 10, replies
     for i in range(10):
         assert [float(v) for v in c.execute("AI.TENSORGET", f"y{i}", "VALUES")] == [i + 1, 1 - i]
@@ -85,11 +79,9 @@ def test_a_kept_client_is_unblocked_before_the_worker_waits(c, tf_server, slow_n
     try:
         with em.HeldQueue(tf_server.port, slow_n(0.5)) as h:
             for i in range(4):
-                batched[i].send("AI.MODELEXECUTE", "bs", "INPUTS", 1, "row", "OUTPUTS", 2,
-                                f"b{i}", f"z{i}")
-                h.wait_queued(2 + i)
-            alone.send("AI.MODELEXECUTE", "plus", "INPUTS", 1, "x0", "OUTPUTS", 1, "y0")
-            h.wait_queued(6)
+                h.queue(batched[i], "AI.MODELEXECUTE", "bs", "INPUTS", 1, "row", "OUTPUTS", 2,
+                        f"b{i}", f"z{i}")
+            h.queue(alone, "AI.MODELEXECUTE", "plus", "INPUTS", 1, "x0", "OUTPUTS", 1, "y0")
         assert alone.read() == "OK"   # a worker sleeping with it kept would hang here
         assert [float(v) for v in c.execute("AI.TENSORGET", "y0", "VALUES")] == [6, 7]
         assert not any(b.pending() for b in batched[:4]), "the batch ran with 4 rows of 8"
@@ -111,17 +103,11 @@ def test_a_lone_client_and_a_short_queue_are_never_kept(c, tf_server, slow_n) ->
         run_and_check(c, i)
     for i in range(3):
         assert_ok(c.execute("AI.TENSORSET", f"x{i}", "FLOAT", 2, "VALUES", i, -i))
-    clients = [RawClient(tf_server.port) for _ in range(4)]
-    try:
-        with em.HeldQueue(tf_server.port, slow_n(0.3)) as h:
-            for i, cl in enumerate(clients):   # at most three waiting behind the first
-                cl.send("AI.MODELEXECUTE", "plus", "INPUTS", 1, f"x{i % 3}", "OUTPUTS", 1,
-                        f"y{i}")
-                h.wait_queued(2 + i)
-        assert [cl.read() for cl in clients] == ["OK"] * 4
-    finally:
-        for cl in clients:
-            cl.close()
+    replies = em.replies_behind(   # at most three waiting behind the first
+        em.HeldQueue(tf_server.port, slow_n(0.3)), tf_server.port,
+        [("AI.MODELEXECUTE", "plus", "INPUTS", 1, f"x{i % 3}", "OUTPUTS", 1, f"y{i}")
+         for i in range(4)])
+    assert replies == ["OK"] * 4
     assert paired(c) == before
 
 

@@ -427,6 +427,7 @@ class HeldQueue:
         with HeldQueue(port, slow_n(0.8)) as hold:
             ... send requests on other connections ...
             hold.wait_queued(1 + k)   # blocked clients: the slow run and k requests
+            hold.queue(client, "AI.MODELEXECUTE", ...)   # or: send one, wait until queued
         # leaving the block reads the slow run's +OK (the worker is free again)
     """
 
@@ -436,6 +437,7 @@ class HeldQueue:
         self.n = n
         self.key = key
         self.released = False
+        self.queued = 0
 
     def __enter__(self) -> "HeldQueue":
         assert self.blocker.execute("AI.TENSORSET", "__n_hold", "INT32", "VALUES", self.n) == "OK"
@@ -455,6 +457,13 @@ class HeldQueue:
         assert not self.blocker.pending(), \
             "the slow run ended before the requests were queued: calibration too short"
 
+    def queue(self, client: RawClient, *command: Any) -> None:
+        """Sends command on client and waits until it is blocked behind the slow run, so that
+        the queue's order is the order of these calls (for requests sent through queue only)."""
+        client.send(*command)
+        self.queued += 1
+        self.wait_queued(1 + self.queued)
+
     def release(self) -> None:
         if not self.released:
             self.released = True
@@ -468,6 +477,20 @@ class HeldQueue:
         finally:
             self.blocker.close()
             self.watch.close()
+
+
+def replies_behind(hold: HeldQueue, port: int, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """Each command on a connection of its own, queued in this order behind hold's slow run
+    (HeldQueue.queue); their replies once it is released."""
+    clients = [RawClient(port) for _ in commands]
+    try:
+        with hold as h:
+            for cl, command in zip(clients, commands):
+                h.queue(cl, *command)
+        return [cl.read() for cl in clients]
+    finally:
+        for cl in clients:
+            cl.close()
 
 
 def wait_until_blocked(c: Any, n: int, timeout: float = 5.0) -> bool:
