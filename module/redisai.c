@@ -24,10 +24,9 @@
 #include "core/server.h"
 #include "engine/batch.h"
 #include "engine/host_api.h"
-#include "engine/main_spin.h"
+#include "engine/completion.h"
 #include "engine/noperm.h"
 #include "engine/run_queue.h"
-#include "engine/unblock_batch.h"
 #include "isolation/core/iso_proxy.h"
 #include "llapi/llapi_internal.h"
 #include "loader/backend_loader.h"
@@ -106,7 +105,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     /* Before the types: an RDB load builds models and scripts on their
      * device's queue. */
     RunQueue_SetPolicy(Batch_Take, Batch_Run);
-    UnblockBatch_SetUnblock(MainSpin_Unblock);
+    Completion_Init();
     Stored_SetQueueFactory(RunQueue_Ensure);
     if (TensorType_Register(ctx) != REDISMODULE_OK ||
         ModelType_Register(ctx) != REDISMODULE_OK || ScriptType_Register(ctx) != REDISMODULE_OK) {

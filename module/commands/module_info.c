@@ -12,11 +12,10 @@
 #include <sys/resource.h>
 
 #include "core/config.h"
-#include "engine/held_run.h"
+#include "engine/completion.h"
 #include "engine/inline_run.h"
 #include "engine/main_spin.h"
 #include "engine/run_queue.h"
-#include "engine/unblock_batch.h"
 #include "isolation/core/iso_info.h"
 #include "loader/backend_loader.h"
 #include "redisai/llapi.h"
@@ -129,12 +128,15 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddSection(ctx, "inline_runs");
     RedisModule_InfoAddFieldLongLong(ctx, "inline_run_max_us", rai_config.inline_run_max_us);
     RedisModule_InfoAddFieldLongLong(ctx, "inline_runs", InlineRun_Count());
-    RedisModule_InfoAddFieldLongLong(ctx, "held_runs", HeldRun_Count());
-    RedisModule_InfoAddFieldLongLong(ctx, "held_runs_blocked", HeldRun_Blocked());
     RedisModule_InfoAddFieldLongLong(ctx, "worker_spin_us", rai_config.worker_spin_us);
     RedisModule_InfoAddFieldLongLong(ctx, "main_spin_passes", MainSpin_Passes());
-    RedisModule_InfoAddFieldLongLong(ctx, "main_spin_unblocks", MainSpin_Unblocks());
-    RedisModule_InfoAddFieldLongLong(ctx, "unblocks_paired", UnblockBatch_Pairs());
+
+    /* The completion queue (completion.h): finished clients unblocked by
+     * the main thread, the passes that did it, the wake-ups it cost. */
+    RedisModule_InfoAddSection(ctx, "completions");
+    RedisModule_InfoAddFieldLongLong(ctx, "completions", Completion_Unblocked());
+    RedisModule_InfoAddFieldLongLong(ctx, "completion_drains", Completion_Drains());
+    RedisModule_InfoAddFieldLongLong(ctx, "completion_wakeups", Completion_Wakeups());
 
     /* Not in a crash report: it takes the isolation locks. */
     if (!for_crash_report) Iso_InfoSection(ctx, isKindDefault);

@@ -13,7 +13,6 @@
 #include "core/clock.h"
 #include "core/messages.h"
 #include "engine/dag_run.h"
-#include "engine/unblock_batch.h"
 #include "redisai/reply_texts.h"
 #include "types/model.h"
 
@@ -132,7 +131,7 @@ static void batchInFlightDone(void *ctx, int rc, RAI_Tensor **outputs) {
     BatchRun *b = ctx;
     if (rc == ASYNC_RUN_NOT_STARTED) {
         /* Back where they were, in their order, to be batched again. */
-        for (size_t k = b->n; k-- > 0;) {
+        for (size_t k = 0; k < b->n; k++) {
             Dag_MeasureEnd(b->dags[k]);
             RunQueue_PushFront(b->q, b->dags[k]);
         }
@@ -154,7 +153,6 @@ void Batch_Run(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
     n = live;
     if (n == 0) return;
     if (n == 1) return Dag_RunFrom(dags[0], q);
-    UnblockBatch_Flush(); /* a kept client does not wait for a batch's run */
 
     RAI_DagOp *op0 = &dags[0]->ops[dags[0]->next_op];
     /* Copied: once a DAG goes on (or fails) the main thread may free it, op0

@@ -64,14 +64,6 @@ typedef struct RAI_DagOp {
     RAI_Error err;
 } RAI_DagOp;
 
-/* A DAG whose command waits for it on the main thread (held_run.h). */
-enum {
-    DAG_HELD_NO = 0,
-    DAG_HELD_WAITING, /* the main thread waits */
-    DAG_HELD_DONE,    /* the worker finished while it waited */
-    DAG_HELD_BLOCKED, /* it stopped waiting: the client is blocked */
-};
-
 typedef struct RAI_DagPersist {
     RedisModuleString *key;
     size_t slot;
@@ -96,7 +88,6 @@ typedef struct RAI_Dag {
      * the worker thread that finishes the DAG, instead of unblocking one. */
     void (*on_finish)(struct RAI_Dag *dag);
     void *on_finish_data;
-    int held; /* DAG_HELD_*: atomic while the main thread waits */
     /* Room for a small DAG's arrays (AI.MODELEXECUTE's one op, its input
      * and output slots, its output key): ops, slots and persist start here
      * and move to the heap only when they outgrow it, so a request does not

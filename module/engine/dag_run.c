@@ -16,9 +16,7 @@
 #include "core/config.h"
 #include "core/messages.h"
 #include "engine/blocked_time.h"
-#include "engine/held_run.h"
-#include "engine/main_spin.h"
-#include "engine/unblock_batch.h"
+#include "engine/completion.h"
 #include "redisai/reply_texts.h"
 #include "types/model.h"
 #include "types/run_stats.h"
@@ -183,7 +181,6 @@ static int canHandOff(const RAI_DagOp *op) {
 void Dag_SettleInFlight(void) {
     const AsyncRun_Ops *async = AsyncRun_Get();
     if (async == NULL || !AsyncRun_Allowed() || async->pending() == 0) return;
-    UnblockBatch_Flush(); /* a kept client does not wait for a host's answers */
     while (async->pending() > 0) async->wait(-1, -1);
 }
 
@@ -206,29 +203,15 @@ static void handOff(RAI_Dag *dag, RAI_DagOp *op, RAI_RunQueue *q) {
     if (rc != 0) opInFlightDone(f, -1, NULL);
 }
 
-/* The DAG is done (or failed, or timed out): its client gets the reply on
- * the main thread (which may be waiting for it, held_run.h), or an LLAPI
- * DAG's on_finish runs here. kept_by: the run of a model or script that
- * finished it, when its client may be kept and unblocked with the next
- * one's (unblock_batch.h); NULL: unblocked now. */
-static void finish(RAI_Dag *dag, const void *kept_by) {
+/* The DAG is done (or failed, or timed out): its client is answered at the
+ * main thread's next pass (engine/completion.h), or an LLAPI DAG's
+ * on_finish runs here. Either way the DAG is no longer this thread's. */
+void Dag_Finish(RAI_Dag *dag) {
     if (dag->on_finish) {
         dag->on_finish(dag);
-    } else if (HeldRun_Finished(dag)) {
-        return;
-    } else if (kept_by) {
-        UnblockBatch_Keep(kept_by, dag->bc, dag);
     } else {
-        MainSpin_Unblock(dag->bc, dag);
+        Completion_Push(dag->bc, dag);
     }
-}
-
-void Dag_Finish(RAI_Dag *dag) {
-    finish(dag, NULL);
-}
-
-static const void *opRunner(const RAI_DagOp *op) {
-    return op->kind == DAG_OP_MODEL ? (const void *)op->model : (const void *)op->script;
 }
 
 static RAI_RunQueue *opQueue(RAI_DagOp *op, RAI_RunQueue *current) {
@@ -247,7 +230,6 @@ int Dag_TimedOut(RAI_Dag *dag) {
 /* Runs ops from next_op while they belong to q; then moves the DAG to the
  * next op's queue, or finishes it. */
 void Dag_RunFrom(RAI_Dag *dag, RAI_RunQueue *q) {
-    const void *kept_by = NULL; /* the last run, when its client may be kept */
     while (dag->next_op < dag->nops) {
         RAI_DagOp *op = &dag->ops[dag->next_op];
         RAI_RunQueue *want = opQueue(op, q);
@@ -263,20 +245,16 @@ void Dag_RunFrom(RAI_Dag *dag, RAI_RunQueue *q) {
         if ((run_op && !hand) || dag->timeout_ms > 0) Dag_SettleInFlight();
         if (Dag_TimedOut(dag)) return;
         if (hand) {
-            UnblockBatch_Flush();
             handOff(dag, op, q);
             return;
         }
         if (run_op) {
-            const void *runner = opRunner(op);
-            int may_keep = UnblockBatch_BeforeRun(runner, RunQueue_Waiting(q));
             Dag_RunOp(dag, op, RunQueue_WorkerIndex());
-            kept_by = may_keep && UnblockBatch_ShortRun(op->duration_us) ? runner : NULL;
         } else {
             op->state = DAG_OP_DONE;
         }
         dag->next_op++;
         if (op->state == DAG_OP_FAILED) break;
     }
-    finish(dag, kept_by);
+    Dag_Finish(dag);
 }

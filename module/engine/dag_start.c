@@ -8,7 +8,6 @@
 #include "engine/blocked_time.h"
 #include "engine/dag_reply.h"
 #include "engine/dag_run.h"
-#include "engine/held_run.h"
 #include "engine/inline_run.h"
 #include "engine/main_spin.h"
 
@@ -49,9 +48,8 @@ int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
     int single_model = op != NULL && op->kind == DAG_OP_MODEL;
     RAI_RunWhere where = InlineRun_Decide(ctx, single_model ? op->model : NULL,
                                           single_model ? Dag_OpInputBytes(dag, op) : 0, first);
-    if (where == RUN_INLINE) runInline(ctx, dag, RunQueue_Threads(first));
-    if (where == RUN_HELD) HeldRun_Start(ctx, dag, first);
-    if (where != RUN_QUEUED) {
+    if (where == RUN_INLINE) {
+        runInline(ctx, dag, RunQueue_Threads(first));
         MainSpin_Note();
         return REDISMODULE_OK;
     }

@@ -73,15 +73,11 @@ RAI_RunWhere InlineRun_Decide(RedisModuleCtx *ctx, const RAI_Model *m, size_t in
     }
     if (m == NULL) return RUN_QUEUED;
     if (m->batchsize > 0 || Backend_IsIsolated(m->be)) return RUN_QUEUED;
-    int spinning = 0;
-    if (!shortEnough(m, in_bytes) || !RunQueue_Idle(q, &spinning)) return RUN_QUEUED;
-    RAI_RunWhere where = RUN_INLINE;
-    if (!inlineShortEnough(m)) {
-        if (!spinning || !RunQueue_LoneClient()) return RUN_QUEUED;
-        where = RUN_HELD;
+    if (!shortEnough(m, in_bytes) || !inlineShortEnough(m) || !RunQueue_Idle(q)) {
+        return RUN_QUEUED;
     }
     ran_this_pass = 1;
     PassEnd_Call(ctx, onPassEnd);
-    if (where == RUN_INLINE) inline_runs++;
-    return where;
+    inline_runs++;
+    return RUN_INLINE;
 }

@@ -21,14 +21,10 @@
  *     and its queue is idle (nothing queued, no worker running: the LLAPI's
  *     runs count too). Under load the workers keep the runs: the main
  *     thread only parses and replies, as before;
- *   - no run went inline (or held) in this pass of the event loop
+ *   - no run went inline in this pass of the event loop
  *     (engine/pass_end.h): when several clients are ready at once, the
  *     others are not kept waiting behind runs, and under load the workers
  *     keep the runs.
- * A model kept from inline runs by their time only (the strikes above) is
- * held instead (engine/held_run.h) when its client is a lone one
- * (RunQueue_LoneClient) and a worker of its queue is awake looking for a
- * push: it runs there while the main thread waits for it.
  * Otherwise the DAG is queued as always. Replies, stored outputs,
  * replication, AI.INFO statistics and errors are the same either way.
  */
@@ -44,7 +40,6 @@
 typedef enum RAI_RunWhere {
     RUN_QUEUED, /* its client blocked, the DAG queued */
     RUN_INLINE, /* on the main thread, in the command */
-    RUN_HELD,   /* on its worker, the command waiting for it */
 } RAI_RunWhere;
 
 /* Where a DAG about to start on q runs. m is its model when the DAG is one

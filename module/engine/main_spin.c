@@ -1,40 +1,24 @@
 /*
- * main_spin.c - see main_spin.h. Main thread only, but the unblocks workers
- * leave to it (deferred_lock).
+ * main_spin.c - see main_spin.h. Main thread only.
  */
 #include "engine/main_spin.h"
 
-#include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 
 #include "core/clock.h"
 #include "core/config.h"
+#include "engine/completion.h"
 #include "engine/run_queue.h"
 #include "redismodule.h"
 
 /* Readable from its creation on: its count is never read. */
 static int ready_fd = -1;
-/* The fd is in the loop. Written by the main thread under deferred_lock,
- * read by workers under it (and by the main thread without). */
-static int in_loop = 0;
+static int in_loop = 0; /* the fd is in the loop */
 static long long spin_until_us = 0;
 static long long passes = 0;
 /* When the previous pass's callback returned. */
 static long long last_pass_end_us = 0;
-
-/* Unblocks left by workers while the fd is in the loop: the next
- * pass's onPass makes them. A full array is never waited for: the worker
- * unblocks itself. */
-#define DEFERRED_MAX 64
-typedef struct Deferred {
-    RedisModuleBlockedClient *bc;
-    void *privdata;
-} Deferred;
-static pthread_mutex_t deferred_lock = PTHREAD_MUTEX_INITIALIZER;
-static Deferred deferred[DEFERRED_MAX];
-static int ndeferred = 0;
-static long long unblocks = 0; /* main thread */
 
 /* A pass that only came back here takes under a microsecond (0.7 us
  * measured); one that served a client's command takes several. */
@@ -44,38 +28,22 @@ static int lone(void) {
     return rai_config.worker_spin_us > 0 && RunQueue_LoneClient();
 }
 
-void MainSpin_Unblock(RedisModuleBlockedClient *bc, void *privdata) {
-    pthread_mutex_lock(&deferred_lock);
-    int left = in_loop && ndeferred < DEFERRED_MAX;
-    if (left) deferred[ndeferred++] = (Deferred){.bc = bc, .privdata = privdata};
-    pthread_mutex_unlock(&deferred_lock);
-    if (!left) RedisModule_UnblockClient(bc, privdata);
-}
-
-/* The unblocks left so far; after stop, workers unblock themselves again. */
-static void takeDeferred(int stop) {
-    Deferred mine[DEFERRED_MAX];
-    pthread_mutex_lock(&deferred_lock);
-    int n = ndeferred;
-    for (int i = 0; i < n; i++) mine[i] = deferred[i];
-    ndeferred = 0;
-    if (stop) in_loop = 0;
-    pthread_mutex_unlock(&deferred_lock);
-    for (int i = 0; i < n; i++) RedisModule_UnblockClient(mine[i].bc, mine[i].privdata);
-    unblocks += n;
-}
-
 static void onPass(int fd, void *data, int mask) {
     REDISMODULE_NOT_USED(fd);
     REDISMODULE_NOT_USED(data);
     REDISMODULE_NOT_USED(mask);
     long long now = Clock_NowUs();
     int stop = !lone() || now >= spin_until_us;
-    takeDeferred(stop);
     if (stop) {
+        /* Workers write the completion queue's eventfd again from now on;
+         * what they left before is taken here. */
+        Completion_SetPolling(0);
+        Completion_Drain();
+        in_loop = 0;
         RedisModule_EventLoopDel(ready_fd, REDISMODULE_EVENTLOOP_READABLE);
         return;
     }
+    Completion_Drain();
     passes++;
     /* An idle pass yields the CPU: the framework's own threads or a client
      * on this machine may need it (a TF CNN at one client lost 8% without
@@ -96,16 +64,11 @@ void MainSpin_Note(void) {
     }
     if (RedisModule_EventLoopAdd(ready_fd, REDISMODULE_EVENTLOOP_READABLE, onPass, NULL) ==
         REDISMODULE_OK) {
-        pthread_mutex_lock(&deferred_lock);
         in_loop = 1;
-        pthread_mutex_unlock(&deferred_lock);
+        Completion_SetPolling(1);
     }
 }
 
 long long MainSpin_Passes(void) {
     return passes;
-}
-
-long long MainSpin_Unblocks(void) {
-    return unblocks;
 }

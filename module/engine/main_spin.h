@@ -19,14 +19,9 @@
  * and nothing spins; WORKER_SPIN_US 0 turns it off with the
  * workers' spins. Redis 6.2 has no RedisModule_EventLoopAdd: no spin there.
  *
- * While the fd is in the loop, a worker whose run is done leaves the
- * client's unblock to the next pass rather than calling
- * RedisModule_UnblockClient itself: Redis writes its module pipe under the
- * mutex that every pass's beforeSleep takes to look for unblocked clients,
- * so a spinning main thread met the worker's write there, slept on the
- * mutex and had to be woken (3 us a request on the Torch CNN). From the
- * main thread the unblock takes the mutex uncontended and its pipe write
- * wakes no one.
+ * While the fd is in the loop, every pass takes the completion queue
+ * (engine/completion.h) and workers write no eventfd for it: the main
+ * thread is awake and sees a finished run at its next pass.
  *
  * Not a 0 ms module timer asked for again from its own callback: Redis
  * reschedules its timer event at least 1 ms ahead then, and the loop
@@ -41,13 +36,7 @@
  * lone client. Main thread. */
 void MainSpin_Note(void);
 
-/* A worker's run for bc is done: RedisModule_UnblockClient(bc, privdata),
- * now or, while the main thread spins, by its next pass. Any thread. */
-void MainSpin_Unblock(RedisModuleBlockedClient *bc, void *privdata);
-
-/* Passes of the event loop kept from sleeping since load, and the unblocks
- * workers left to them (INFO). */
+/* Passes of the event loop kept from sleeping since load (INFO). */
 long long MainSpin_Passes(void);
-long long MainSpin_Unblocks(void);
 
 #endif

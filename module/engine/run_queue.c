@@ -25,7 +25,6 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/device.h"
-#include "engine/unblock_batch.h"
 #include "redismodule.h"
 
 struct RAI_QueueItem {
@@ -39,10 +38,10 @@ struct RAI_RunQueue {
     pthread_cond_t ready;
     RAI_QueueItem *head;
     RAI_QueueItem *tail;
+    RAI_QueueItem *returned_tail; /* the last of the DAGs at the head that PushFront returned */
     int nthreads;
     int busy; /* workers running a DAG, under lock */
     long waiting; /* DAGs queued: written under lock, read by RunQueue_Waiting */
-    int spinners; /* workers looking for a push (spinForPush), under lock */
     long in_flight; /* runs handed off and not answered, all workers, under lock */
     int pollers;    /* workers waiting on answers: a push writes wake_fd */
     int wake_fd;    /* eventfd, -1 if none could be made (then no hand-off) */
@@ -91,6 +90,7 @@ void RunQueue_Unlink(RAI_RunQueue *q, RAI_QueueItem *prev, RAI_QueueItem *it) {
         q->head = it->next;
     }
     if (q->tail == it) q->tail = prev;
+    if (q->returned_tail == it) q->returned_tail = prev; /* returned DAGs lead the queue */
     __atomic_store_n(&q->waiting, q->waiting - 1, __ATOMIC_RELAXED);
     RedisModule_Free(it);
 }
@@ -185,27 +185,14 @@ static int spinForPush(RAI_RunQueue *q) {
     long long spin_us = rai_config.worker_spin_us;
     if (spin_us <= 0 || !RunQueue_LoneClient()) return 0;
     unsigned long seen = q->pushes;
-    q->spinners++;
     pthread_mutex_unlock(&q->lock);
     long long end = Clock_NowUs() + spin_us;
     while (__atomic_load_n(&q->pushes, __ATOMIC_ACQUIRE) == seen && Clock_NowUs() < end) {
         sched_yield();
     }
     pthread_mutex_lock(&q->lock);
-    q->spinners--;
     /* A push between the last look and the lock signalled no one: seen here. */
     return q->pushes != seen;
-}
-
-/* Before the worker waits: the client it kept (unblock_batch.h) is
- * unblocked first, the lock released meanwhile. 1 when one was: the caller
- * looks at the queue again, as a push may have come. */
-static int unblockKept(RAI_RunQueue *q) {
-    if (!UnblockBatch_Pending()) return 0;
-    pthread_mutex_unlock(&q->lock);
-    UnblockBatch_Flush();
-    pthread_mutex_lock(&q->lock);
-    return 1;
 }
 
 static void *workerMain(void *arg) {
@@ -229,7 +216,6 @@ static void *workerMain(void *arg) {
             pending = inFlight(q, async, &counted);
         }
         if (pending >= (async ? async->max_in_flight : 1) && pending > 0) {
-            if (unblockKept(q)) continue;
             awaitAnswers(q, async, -1, -1); /* at the bound: only an answer helps */
             continue;
         }
@@ -242,7 +228,6 @@ static void *workerMain(void *arg) {
             q->busy--;
             continue;
         }
-        if (unblockKept(q)) continue;
         if (pending > 0) {
             if (wait_ms == RUNQUEUE_WAIT_ANSWERS) {
                 awaitAnswers(q, async, -1, -1);
@@ -270,6 +255,19 @@ static void *workerMain(void *arg) {
     return NULL;
 }
 
+/* A DAG was linked in (lock held): counted, and a worker woken, on the
+ * condition variable or, if one waits in the backend's poll for answers, on
+ * wake_fd. */
+static void linked(RAI_RunQueue *q) {
+    __atomic_store_n(&q->waiting, q->waiting + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&q->pushes, q->pushes + 1, __ATOMIC_RELEASE);
+    pthread_cond_signal(&q->ready);
+    if (q->pollers > 0) {
+        uint64_t one = 1;
+        if (write(q->wake_fd, &one, sizeof(one)) < 0) one = 0; /* already signalled */
+    }
+}
+
 void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag) {
     RAI_QueueItem *item = RedisModule_Alloc(sizeof(*item));
     item->dag = dag;
@@ -281,13 +279,7 @@ void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag) {
         q->head = item;
     }
     q->tail = item;
-    __atomic_store_n(&q->waiting, q->waiting + 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&q->pushes, q->pushes + 1, __ATOMIC_RELEASE);
-    pthread_cond_signal(&q->ready);
-    if (q->pollers > 0) {
-        uint64_t one = 1;
-        if (write(q->wake_fd, &one, sizeof(one)) < 0) one = 0; /* already signalled */
-    }
+    linked(q);
     pthread_mutex_unlock(&q->lock);
 }
 
@@ -295,19 +287,24 @@ void RunQueue_PushFront(RAI_RunQueue *q, struct RAI_Dag *dag) {
     RAI_QueueItem *item = RedisModule_Alloc(sizeof(*item));
     item->dag = dag;
     pthread_mutex_lock(&q->lock);
-    item->next = q->head;
-    q->head = item;
-    if (q->tail == NULL) q->tail = item;
-    __atomic_store_n(&q->waiting, q->waiting + 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&q->pushes, q->pushes + 1, __ATOMIC_RELEASE);
-    pthread_cond_signal(&q->ready);
+    /* After the DAGs returned before it and not yet taken: returned DAGs
+     * keep the order they return in, all ahead of the pushed ones. */
+    RAI_QueueItem *after = q->returned_tail;
+    item->next = after ? after->next : q->head;
+    if (after) {
+        after->next = item;
+    } else {
+        q->head = item;
+    }
+    if (q->tail == after) q->tail = item;
+    q->returned_tail = item;
+    linked(q);
     pthread_mutex_unlock(&q->lock);
 }
 
-int RunQueue_Idle(RAI_RunQueue *q, int *spinning) {
+int RunQueue_Idle(RAI_RunQueue *q) {
     pthread_mutex_lock(&q->lock);
     int idle = q->head == NULL && q->busy == 0 && q->in_flight == 0;
-    *spinning = q->spinners > 0;
     pthread_mutex_unlock(&q->lock);
     return idle;
 }

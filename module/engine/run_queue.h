@@ -39,13 +39,14 @@ void RunQueue_Unlink(RAI_RunQueue *q, RAI_QueueItem *prev, RAI_QueueItem *it);
 RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err);
 /* Appends a DAG and wakes one worker. Any thread. */
 void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag);
-/* Queues dag first: a run handed off that its backend never started goes
- * back where it was (core/async_run.h). */
+/* Queues dag ahead of every pushed DAG, behind the DAGs returned this way
+ * before it and not yet taken: runs handed off that their backend never
+ * started go back in the order they return (core/async_run.h). Wakes a
+ * worker as a push does. Any thread. */
 void RunQueue_PushFront(RAI_RunQueue *q, struct RAI_Dag *dag);
 /* Nothing queued and no worker running: a DAG pushed now would start at
- * once. A snapshot (another thread may push right after). *spinning: a
- * worker is looking for a push, awake. Any thread. */
-int RunQueue_Idle(RAI_RunQueue *q, int *spinning);
+ * once. A snapshot (another thread may push right after). Any thread. */
+int RunQueue_Idle(RAI_RunQueue *q);
 /* DAGs queued and not yet taken: a snapshot, any thread. */
 long RunQueue_Waiting(const RAI_RunQueue *q);
 /* THREADS_PER_QUEUE of this queue (fixed at its creation). */

@@ -61,6 +61,15 @@ void Backend_CountUse(const RAI_BackendDescriptor *d, int is_script, int delta) 
     }
 }
 
+void Backend_ModelFree(const RAI_BackendDescriptor *d, void *handle, char *blob) {
+    if (Backend_IsIsolated(d)) {
+        Iso_ModelFree(handle, blob);
+        return;
+    }
+    d->model_free(handle);
+    RedisModule_Free(blob);
+}
+
 int Backend_IsIsolated(const RAI_BackendDescriptor *d) {
     size_t n = Backend_LoadedCount();
     for (size_t i = 0; i < n; i++) {

@@ -59,6 +59,11 @@ const RAI_BackendDescriptor *Backend_Require(RedisModuleCtx *ctx, RAI_BackendKin
 const RAI_BackendDescriptor *Backend_Get(RedisModuleCtx *ctx, RAI_BackendKind kind);
 /* Whether d is a loaded backend's that runs in a backend host. Any thread. */
 int Backend_IsIsolated(const RAI_BackendDescriptor *d);
+/* Frees a model's handle and its blob (RedisModule_Alloc'd), which the
+ * handle may borrow: an isolated backend's proxy takes the blob and frees
+ * it when its handle goes, which may be after a re-create in a restarted
+ * host that reads it (isolation/core/iso_proxy.h); never waits. */
+void Backend_ModelFree(const RAI_BackendDescriptor *d, void *handle, char *blob);
 /* The kind's default backend (the first loaded), or NULL; never loads. */
 const RAI_LoadedBackend *Backend_Loaded(RAI_BackendKind kind);
 /* The loaded backend of that name, or NULL. */

@@ -109,10 +109,13 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
      * by the backend (e.g. GPU without CUDA) must leave no queue behind. */
     struct RAI_RunQueue *queue = handle ? Stored_QueueFor(p->device_str, err) : NULL;
     if (queue == NULL) {
-        if (handle) be->model_free(handle);
         Stored_FreeNames(names.ninputs, names.inputs);
         Stored_FreeNames(names.noutputs, names.outputs);
-        RedisModule_Free(blob);
+        if (handle) {
+            Backend_ModelFree(be, handle, blob);
+        } else {
+            RedisModule_Free(blob);
+        }
         return NULL;
     }
     RAI_Model *m = RedisModule_Calloc(1, sizeof(*m));
@@ -151,7 +154,7 @@ RAI_Model *Model_Retain(RAI_Model *m) {
 void Model_Release(RAI_Model *m) {
     if (m == NULL) return;
     if (__atomic_sub_fetch(&m->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
-    m->be->model_free(m->handle);
+    Backend_ModelFree(m->be, m->handle, m->blob);
     Backend_CountUse(m->be, 0, -1);
     RunStats_Free(m->stats);
     Stored_FreeNames(m->ninputs, m->inputs);
@@ -160,7 +163,6 @@ void Model_Release(RAI_Model *m) {
     RedisModule_Free(m->backend_name);
     RedisModule_Free(m->device_str);
     RedisModule_Free(m->tag);
-    RedisModule_Free(m->blob);
     RedisModule_Free(m);
 }
 

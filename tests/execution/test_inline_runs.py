@@ -8,10 +8,8 @@ Checked here, each against INFO's `ai_inline_runs` counter:
 * the first run of a model (no time known yet), a larger input than the latest run's, a
   BATCHSIZE model, a busy queue (held by a slow TF run), every request after the first
   of one event-loop pass (a pipeline), and an isolated backend are never inline;
-* a model slower inline than on its worker (three inline runs over the limit) is held for
-  a lone client (engine/held_run.h, `ai_held_runs`): outputs and errors as queued runs',
-  a run past twice the limit blocks its client and is answered as queued
-  (`ai_held_runs_blocked`);
+* a model slower inline than on its worker (three inline runs over the limit) is queued,
+  then tried inline again a second later;
 * INLINE_RUN_MAX_US: 0 turns it off, as a module argument and with AI.CONFIG, bad values
   are refused, AI.CONFIG GET reads it;
 * a restricted ACL user neither runs a model on keys it may not touch nor changes the
@@ -216,104 +214,6 @@ def test_three_inline_runs_over_the_limit_keep_a_model_queued_for_a_second(
     time.sleep(1.1)
     assert slow("in_short") == 1  # a second later: tried inline again
     assert slow("in_short") == 1
-
-
-def where(c: RawClient) -> dict[str, int]:
-    info = c.execute("INFO", "MODULES")
-    return {k: int(info_field(info, f"ai_{k}")) for k in ("inline_runs", "held_runs",
-                                                          "held_runs_blocked")}
-
-
-def test_a_model_slower_inline_is_held_on_its_worker_for_a_lone_client(
-        module_path, tf_backend_path) -> None:
-    # After three inline runs over the limit (as above), the model's short runs go to its
-    # worker while the main thread waits for them (engine/held_run.h): answered in the
-    # command with what a queued run answers. A held run that outlasts twice the limit
-    # blocks its client instead, and is answered as a queued run. A held run needs the
-    # worker awake after its latest run: a server of its own looks for the next push for
-    # 10 ms (the default's 200 us is less than a few of this client's round trips on a
-    # busy machine).
-    s = RedisServer(module_path, ["TF", str(tf_backend_path), "INLINE_RUN_MAX_US", "20000",
-                                  "WORKER_SPIN_US", "10000"])
-    try:
-        with RawClient(s.port) as c:
-            check_held_runs(c, em.calibrate_slow(c))
-    finally:
-        s.stop()
-
-
-def check_held_runs(c: RawClient, slow_n) -> None:
-    assert_ok(c.execute("AI.TENSORSET", "in_short", "INT32", "VALUES", 1))
-    assert_ok(c.execute("AI.TENSORSET", "in_long", "INT32", "VALUES", slow_n(0.1)))
-
-    def execute(inp: str, out: str = "out_s") -> None:
-        assert_ok(c.execute("AI.MODELEXECUTE", "slow", "INPUTS", 1, inp, "OUTPUTS", 1, out))
-
-    def since(before: dict[str, int]) -> dict[str, int]:
-        return {k: n - before[k] for k, n in where(c).items()}
-
-    def slow(inp: str, out: str = "out_s") -> dict[str, int]:
-        before = where(c)
-        execute(inp, out)
-        return since(before)
-
-    # Earlier tests' strikes lapse, a long run (a two-op DAG: never inline) queues the next
-    # short one, which lets the one after it inline (no strikes left); then three strikes.
-    time.sleep(1.1)
-    assert c.execute("AI.DAGEXECUTE", "ROUTING", "slow", "|>", "AI.TENSORSET", "x", "INT32", 1,
-                     "VALUES", slow_n(0.1), "|>", "AI.MODELEXECUTE", "slow", "INPUTS", 1, "x",
-                     "OUTPUTS", 1, "y") == ["OK", "OK"]
-    assert slow("in_short", "out_queued")["inline_runs"] == 0
-    queued = values(c, "out_queued")
-    assert slow("in_short")["inline_runs"] == 1
-    for _ in range(3):
-        assert slow("in_long")["inline_runs"] == 1  # over the limit
-        assert slow("in_short") == {"inline_runs": 0, "held_runs": 0,
-                                    "held_runs_blocked": 0}  # queued after a long run
-    # Held, in a pipeline: each request comes as soon as the one before it is answered.
-    # At most every other one: after a held run, the next of the same pass is queued.
-    calls_before, before, n = calls(c, "slow"), where(c), 6
-    c.sock.sendall(b"".join(encode_command("AI.MODELEXECUTE", "slow", "INPUTS", 1, "in_short",
-                                           "OUTPUTS", 1, f"out_h{i}") for i in range(n)))
-    assert [c.read() for _ in range(n)] == ["OK"] * n
-    d = since(before)
-    assert 1 <= d["held_runs"] <= (n + 1) // 2 and d["inline_runs"] == 0, d
-    assert d["held_runs_blocked"] == 0, d
-    assert calls(c, "slow") == calls_before + n
-    for i in range(n):
-        assert values(c, f"out_h{i}") == queued
-    # A held run that fails (a FLOAT where the graph takes an INT32, of the same size):
-    # the error a queued run answers (compared below).
-    assert_ok(c.execute("AI.TENSORSET", "in_bad", "FLOAT", "VALUES", 1))
-    for _ in range(4):
-        before = where(c)
-        held_error = c.execute("AI.MODELEXECUTE", "slow", "INPUTS", 1, "in_bad", "OUTPUTS", 1,
-                               "out_bad")
-        d = since(before)
-        if d["held_runs"]:
-            break
-    assert d["held_runs"] == 1, d
-    assert isinstance(held_error, RespError), held_error
-    # A held run longer than twice the limit: its client blocked, then answered as queued.
-    for _ in range(4):
-        before = where(c)
-        execute("in_short")
-        execute("in_long", "out_long")
-        d = since(before)
-        if d["held_runs_blocked"]:
-            break
-    assert d["held_runs_blocked"] == 1 and d["inline_runs"] == 0, d
-    assert (c.execute("AI.TENSORGET", "out_long", "SHAPE") ==
-            c.execute("AI.TENSORGET", "out_queued", "SHAPE"))
-    # The latest run was long: queued, and so is the failing run after it.
-    assert slow("in_short") == {"inline_runs": 0, "held_runs": 0, "held_runs_blocked": 0}
-    execute("in_long")
-    before = where(c)
-    queued_error = c.execute("AI.MODELEXECUTE", "slow", "INPUTS", 1, "in_bad", "OUTPUTS", 1,
-                             "out_bad")
-    assert since(before) == {"inline_runs": 0, "held_runs": 0, "held_runs_blocked": 0}
-    assert str(queued_error) == str(held_error)
-    assert c.execute("EXISTS", "out_bad") == 0
 
 
 def test_inline_outputs_reach_a_replica(c: RawClient, srv: RedisServer, module_path,

@@ -17,9 +17,11 @@ microseconds before it sleeps, when at most one client waits for a queued run.
   RedisModule_EventLoopAdd (Redis 6.2) runs the same requests with no main-thread spin;
 * only a lone client makes anything spin: the same client's runs one after the other, not
   clients taking turns;
-* while the main thread spins, workers leave a lone client's unblock to its next pass
-  (`ai_main_spin_unblocks`), every reply still right; a client gone before its run ends is
-  unblocked as well and the server goes on; with 0, and on Redis 6.2, workers unblock as before;
+* while the main thread spins, it takes the completion queue (engine/completion.h) at every
+  pass and workers write no wake-up for it (`ai_completions` grows, `ai_completion_wakeups`
+  does not), every reply still right; a client gone before its run ends is unblocked as well
+  and the server goes on; with 0 every finish of a lone client writes one wake-up, and on
+  Redis 6.2 (no RedisModule_EventLoopAdd) workers unblock their clients directly;
 * a restricted ACL user (no @admin, key patterns) runs queued models on its keys only, reads
   the setting with `AI.CONFIG GET` as it reads the others, cannot load code, and a user
   without `ai.config` cannot read it.
@@ -114,8 +116,9 @@ def spin_measured(module_path, onnx_backend_path, spin: str,
             wall = time.monotonic() - start_s
             fields = c.execute("INFO", "MODULES")
             passes = int(info_field(fields, "ai_main_spin_passes"))
-            if spin == "0":
-                assert int(info_field(fields, "ai_main_spin_unblocks")) == 0
+            if spin == "0":   # the main thread slept: each finish woke it
+                completions = int(info_field(fields, "ai_completions"))
+                assert int(info_field(fields, "ai_completion_wakeups")) == completions
             return ({tid: sec - before.get(tid, 0.0) for tid, sec in after.items()}, wall,
                     passes, s.proc.pid)
     finally:
@@ -169,10 +172,8 @@ def test_clients_taking_turns_do_not_spin(module_path, onnx_backend_path, server
         with RawClient(s.port) as a, RawClient(s.port) as b:
             store(a)
 
-            def counters() -> tuple[int, int]:
-                fields = a.execute("INFO", "MODULES")
-                return (int(info_field(fields, "ai_main_spin_passes")),
-                        int(info_field(fields, "ai_main_spin_unblocks")))
+            def counters() -> int:
+                return int(info_field(a.execute("INFO", "MODULES"), "ai_main_spin_passes"))
 
             before = counters()
             for i in range(20):   # one waits at a time, but never the same one twice
@@ -182,30 +183,43 @@ def test_clients_taking_turns_do_not_spin(module_path, onnx_backend_path, server
             for i in range(5):    # the same client again and again: a lone client
                 run_and_check(a, i)
             after = counters()
-            assert (after[0] > before[0]) if spins else after == before, (before, after)
+            assert (after > before) if spins else after == before, (before, after)
     finally:
         s.stop()
 
 
-def test_workers_leave_unblocks_to_the_spinning_main_thread(module_path, onnx_backend_path,
-                                                            tf_backend_path, server_facts) -> None:
+def completions(c: RawClient) -> tuple[int, int]:
+    """Clients unblocked through the completion queue, and the wake-ups workers wrote."""
+    fields = c.execute("INFO", "MODULES")
+    return (int(info_field(fields, "ai_completions")),
+            int(info_field(fields, "ai_completion_wakeups")))
+
+
+def test_a_spinning_main_thread_takes_finished_runs_without_a_wake_up(
+        module_path, onnx_backend_path, tf_backend_path, server_facts) -> None:
     spins = server_facts.has_api("RedisModule_EventLoopAdd")   # not on Redis 6.2
     s = RedisServer(module_path, ["ONNX", str(onnx_backend_path), "TF", str(tf_backend_path),
                                   "INLINE_RUN_MAX_US", "0", "WORKER_SPIN_US", "10000"])
     try:
         with RawClient(s.port) as c:
             store(c)
+            before = completions(c)
             for i in range(25):
                 run_and_check(c, i)
-            left = int(info_field(c.execute("INFO", "MODULES"), "ai_main_spin_unblocks"))
-            # back to back, each run within the 10 ms spin of its own start: all but maybe
-            # the first (a worker that answered before the spin began)
-            assert left >= 20 if spins else left == 0, (spins, left)
+            after = completions(c)
+            if not spins:   # Redis 6.2: workers unblock directly, nothing queued
+                assert after == (0, 0), after
+            else:
+                # back to back, each run within the 10 ms spin of its own start: every
+                # finish went through the queue, and all but maybe the first (a worker that
+                # answered before the spin began) without a wake-up
+                assert after[0] - before[0] == 25, (before, after)
+                assert after[1] - before[1] <= 5, (before, after)
             # a client that goes away while its run is on the worker: the unblock still
             # comes (from the main thread's pass) and frees the request
             slow_n = em.calibrate_slow(c)
             assert_ok(c.execute("AI.TENSORSET", "n_short", "INT32", "VALUES", slow_n(0.003)))
-            before = int(info_field(c.execute("INFO", "MODULES"), "ai_main_spin_unblocks"))
+            before = completions(c)
 
             def slow_calls() -> int:
                 info = c.execute("AI.INFO", "slow")
@@ -225,8 +239,8 @@ def test_workers_leave_unblocks_to_the_spinning_main_thread(module_path, onnx_ba
                 # alone, as a second client waiting would end the spin
                 assert wait_until(lambda: slow_calls() > done, timeout=10)
                 run_and_check(c, k)
-            after = int(info_field(c.execute("INFO", "MODULES"), "ai_main_spin_unblocks"))
-            assert after > before if spins else after == 0, (before, after)
+            after = completions(c)
+            assert after[0] >= before[0] + 10 if spins else after == (0, 0), (before, after)
             assert c.execute("PING") == "PONG"
     finally:
         s.stop()

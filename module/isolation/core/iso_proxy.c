@@ -68,21 +68,13 @@ void Iso_Init(RedisModuleCtx *ctx, const RAI_HostApi *api) {
     Iso_HostPath();
 }
 
-/* Waits for the slot to be READY (a create on the main thread while the
- * host restarts): slot->mu held. */
-static int waitReady(IsoSlot *s, RAI_Error *err) {
-    long long until = Iso_NowMs() + rai_config.backend_start_timeout;
-    while (s->state != ISO_READY) {
-        long long left = until - Iso_NowMs();
-        if (left <= 0 || (s->state == ISO_DEAD && s->restart_at_ms > until)) {
-            Error_SetFmt(err,
-                         RAI_ERR_HOST_RESTARTING_FMT,
-                         Backend_KindName(s->kind), s->last_exit);
-            return -1;
-        }
-        Iso_CondWaitMs(s, left < 100 ? left : 100);
-    }
-    return 0;
+/* A create on the main thread finds its host restarting: refused at once,
+ * as a run is, rather than waited for on Redis's main thread (slot->mu
+ * held). */
+static int refuseUnlessReady(IsoSlot *s, RAI_Error *err) {
+    if (s->state == ISO_READY) return 0;
+    Error_SetFmt(err, RAI_ERR_HOST_RESTARTING_FMT, Backend_KindName(s->kind), s->last_exit);
+    return -1;
 }
 
 static void *createHandle(IsoSlot *s, int is_script, const char *key, size_t key_len,
@@ -93,7 +85,7 @@ static void *createHandle(IsoSlot *s, int is_script, const char *key, size_t key
                                  blob_len, nin, in, nout, out, err);
     if (h == NULL) return NULL;
     pthread_mutex_lock(&s->mu);
-    int ready = waitReady(s, err);
+    int ready = refuseUnlessReady(s, err);
     pthread_mutex_unlock(&s->mu);
     if (ready != 0) {
         IsoHandle_Free(h);
@@ -130,12 +122,14 @@ static void *createHandle(IsoSlot *s, int is_script, const char *key, size_t key
     return h;
 }
 
+/* model_free / script_free: never waits. A handle the restarter is building
+ * (busy) is unlinked and marked freed; the restarter frees it, in the host
+ * too, when its create ends (iso_restart.c). */
 static void freeHandleOf(void *p) {
     IsoHandle *h = p;
     if (h == NULL) return;
     IsoSlot *s = h->slot;
     pthread_mutex_lock(&s->mu);
-    while (h->busy) pthread_cond_wait(&s->cond, &s->mu);
     IsoHandle *prev = NULL;
     for (IsoHandle *it = s->handles; it; prev = it, it = it->next) {
         if (it != h) continue;
@@ -147,17 +141,26 @@ static void freeHandleOf(void *p) {
         if (s->handles_tail == h) s->handles_tail = prev;
         break;
     }
-    /* Nothing to free in a host that never had it (it died since). */
-    int tell = s->state == ISO_READY && h->state == ISO_H_LIVE && h->generation == s->generation;
-    pthread_mutex_unlock(&s->mu);
-    if (tell) {
-        IsoBuf b;
-        IsoBuf_Init(&b);
-        IsoBuf_U64(&b, h->id);
-        IsoControl_Send(s, h->is_script ? ISO_MSG_SCRIPT_FREE : ISO_MSG_MODEL_FREE, &b);
-        IsoBuf_Free(&b);
+    if (h->busy) {
+        h->freed = 1;
+        pthread_mutex_unlock(&s->mu);
+        return;
     }
+    int live = h->state == ISO_H_LIVE;
+    uint64_t gen = h->generation;
+    pthread_mutex_unlock(&s->mu);
+    if (live) IsoHandle_FreeInHost(s, h, gen);
     IsoHandle_Free(h);
+}
+
+void Iso_ModelFree(void *handle, char *blob) {
+    IsoHandle *h = handle;
+    if (h == NULL) {
+        RedisModule_Free(blob);
+        return;
+    }
+    h->owned_blob = blob; /* a re-create in progress reads it: freed with h */
+    freeHandleOf(h);
 }
 
 /* --- the descriptor's members ------------------------------------------------------ */

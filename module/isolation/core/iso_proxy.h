@@ -25,6 +25,11 @@ void Iso_Init(RedisModuleCtx *ctx, const RAI_HostApi *api);
  * file, when no host could be started. Main thread. */
 const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *name,
                                       const char *real, const char *shown, RAI_Error *err);
+/* Frees an isolated model's handle (its descriptor's model_free) and takes
+ * the model's blob (RedisModule_Alloc'd), which the handle borrowed: freed
+ * now, or with the handle when the restarter is re-creating the model from
+ * it. Never waits for the restarter or a host. Main thread. */
+void Iso_ModelFree(void *handle, char *blob);
 /* Redis is shutting down: SHUTDOWN to every host, wait briefly, kill. */
 void Iso_Shutdown(void);
 

@@ -24,6 +24,10 @@
 
 static pthread_mutex_t rmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rcond = PTHREAD_COND_INITIALIZER;
+/* Schedules so far, under rmu: the restarter looks at the slots, then waits
+ * only if none came since it began to look (a signal before its wait would
+ * otherwise be lost, and the restart start up to a second late). */
+static unsigned long schedules = 0;
 
 /* slot->mu held. */
 void IsoRestart_Schedule(IsoSlot *s) {
@@ -36,6 +40,7 @@ void IsoRestart_Schedule(IsoSlot *s) {
     s->failures++;
     s->restart_at_ms = Iso_NowMs() + delay;
     pthread_mutex_lock(&rmu);
+    schedules++;
     pthread_cond_signal(&rcond);
     pthread_mutex_unlock(&rmu);
 }
@@ -80,6 +85,16 @@ static void recreate(IsoSlot *s) {
         }
         pthread_mutex_lock(&s->mu);
         h->busy = 0;
+        if (h->freed) {
+            /* Its model or script went while this create ran (iso_proxy.c
+             * left it here rather than wait): free it, in the host too. */
+            pthread_mutex_unlock(&s->mu);
+            if (rc == 1) IsoHandle_FreeInHost(s, h, used);
+            IsoHandle_Free(h);
+            Error_Clear(&err);
+            if (rc < 0) return;
+            continue;
+        }
         if (rc == 1) {
             h->state = ISO_H_LIVE;
             h->generation = used;
@@ -136,6 +151,9 @@ static void restart(IsoSlot *s) {
 static void *restarterMain(void *arg) {
     (void)arg;
     for (;;) {
+        pthread_mutex_lock(&rmu);
+        unsigned long seen = schedules;
+        pthread_mutex_unlock(&rmu);
         IsoSlot *due = NULL, *stale = NULL;
         long long now = Iso_NowMs(), next = now + 1000;
         for (int i = 0; i < ISO_MAX_HOSTS && due == NULL; i++) {
@@ -177,7 +195,7 @@ static void *restarterMain(void *arg) {
         ts.tv_sec += wait / 1000;
         ts.tv_nsec += (wait % 1000) * 1000000;
         if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-        pthread_cond_timedwait(&rcond, &rmu, &ts);
+        if (schedules == seen) pthread_cond_timedwait(&rcond, &rmu, &ts);
         pthread_mutex_unlock(&rmu);
     }
     return NULL;

@@ -53,14 +53,16 @@ typedef struct IsoHandle {
     uint64_t id;
     int is_script;
     char *key;
-    /* A model's blob is borrowed: RAI_Model owns that very buffer and frees
-     * it only after model_free (module/types/model.c). A script's source is
-     * copied (owned_source): the spec points into the command's argument,
-     * which Redis frees after the command, and RAI_Script keeps a copy of
-     * its own. */
+    /* A model's blob is borrowed: RAI_Model owns that very buffer until it
+     * frees the model, when it hands the buffer to the handle (owned_blob,
+     * Iso_ModelFree), which frees it with itself: a handle the restarter is
+     * re-creating from it outlives the model. A script's source is copied
+     * (owned_source): the spec points into the command's argument, which
+     * Redis frees after the command, and RAI_Script keeps a copy of its own. */
     const char *blob;
     size_t blob_len;
     char *owned_source;
+    char *owned_blob; /* RedisModule_Alloc'd */
     char *device_str;
     int device;
     int64_t device_id;
@@ -70,7 +72,8 @@ typedef struct IsoHandle {
     IsoHandleState state;
     uint64_t generation;
     int create_deaths;
-    int busy; /* the restarter is building it: model_free waits */
+    int busy;  /* the restarter is building it */
+    int freed; /* its model or script was freed while busy: the restarter frees it */
     char *failed;
     struct IsoHandle *next;
 } IsoHandle;
