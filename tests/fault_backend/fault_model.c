@@ -10,6 +10,10 @@
  *     error <text>        the error text of magic 7 (default below)
  *     crash-if-exists <p> a create crashes (SIGSEGV) while the file p exists:
  *                         a model stored fine whose re-creation crashes
+ *     slow-if-exists <p>  while the file p exists a create writes the
+ *                         file <p>.started, waits until p is gone (at
+ *                         most 30 s), then writes <p>.done: a re-creation
+ *                         the test holds and sees begin and end
  *
  * A run reads the first element of its first input (any integer or float
  * type) and does what that magic value says (fault_backend.h); any other
@@ -214,9 +218,36 @@ static int parse_directive(FaultModel *m, char *line, int *have_outputs, RAI_Err
         }
         fault_segv();
     }
+    if (strcmp(line, "slow-if-exists") == 0) {
+        /* A create that takes as long as the test keeps the file (at most
+         * 30 s), marked at its start and its end: a re-creation after a
+         * restart the test can hold, and see begin and end. */
+        if (rest[0] == '\0') {
+            fault.host->error_set(err, "ERR fault backend: 'slow-if-exists' wants a path");
+            return -1;
+        }
+        if (access(rest, F_OK) != 0) {
+            return 0;
+        }
+        char mark[4096];
+        snprintf(mark, sizeof(mark), "%s.started", rest);
+        FILE *f = fopen(mark, "w");
+        if (f) {
+            fclose(f);
+        }
+        for (int i = 0; i < 30000 && access(rest, F_OK) == 0; i++) {
+            usleep(1000);
+        }
+        snprintf(mark, sizeof(mark), "%s.done", rest);
+        f = fopen(mark, "w");
+        if (f) {
+            fclose(f);
+        }
+        return 0;
+    }
     fault.host->error_set(err,
                           "ERR fault backend: unknown directive '%s' (expected inputs, outputs, "
-                          "error or crash-if-exists)",
+                          "error, crash-if-exists or slow-if-exists)",
                           line);
     return -1;
 }

@@ -250,7 +250,7 @@ def test_error_text_of_the_model(c: RawClient) -> None:
     ("segfault", "ERR fault backend: unknown model spec 'segfault' (expected identity, "
                  "crash-on-create or hang-on-create)"),
     ("identity\nbatch 2", "ERR fault backend: unknown directive 'batch' (expected inputs, "
-                          "outputs, error or crash-if-exists)"),
+                          "outputs, error, crash-if-exists or slow-if-exists)"),
     ("identity\ninputs 0", "ERR fault backend: 'inputs' wants a count from 1 to 16, got '0'"),
     ("identity\noutputs x", "ERR fault backend: 'outputs' wants a count from 1 to 16, got 'x'"),
     ("identity\ninputs 17", "ERR fault backend: 'inputs' wants a count from 1 to 16, got '17'"),

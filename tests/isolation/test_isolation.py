@@ -34,7 +34,8 @@ def _wait_ready(c: RawClient, kind: str, old_pid: int | None = None) -> dict:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         info = _hosts(c).get(kind)
-        if info and info["state"] == "ready" and int(info["pid"]) not in (0, old_pid):
+        if info and info["state"] == "ready" and int(info["pid"]) not in (0, old_pid) \
+                and info.get("recreating", "0") == "0":
             return info
         time.sleep(0.02)
     raise AssertionError(f"{kind} host not ready: {_hosts(c)}")

@@ -36,7 +36,8 @@ def _wait_ready(c: RawClient, old_pid: int | None = None, timeout: float = 30) -
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         info = _info(c)
-        if info["state"] == "ready" and int(info["pid"]) and int(info["pid"]) != old_pid:
+        if info["state"] == "ready" and int(info["pid"]) and int(info["pid"]) != old_pid \
+                and info.get("recreating", "0") == "0":
             return info
         time.sleep(0.02)
     raise AssertionError(f"host not ready again: {_info(c)}")
@@ -286,7 +287,8 @@ def _wait_host(c: RawClient, name: str, old_pid: int | None = None,
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         info = _hosts(c)[name]
-        if info["state"] == "ready" and int(info["pid"]) and int(info["pid"]) != old_pid:
+        if info["state"] == "ready" and int(info["pid"]) and int(info["pid"]) != old_pid \
+                and info.get("recreating", "0") == "0":
             return info
         time.sleep(0.02)
     raise AssertionError(f"{name} not ready again: {_hosts(c)}")

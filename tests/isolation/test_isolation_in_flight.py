@@ -45,7 +45,8 @@ def _wait(cond, what: str, c: RawClient, timeout: float = 60) -> dict:
 
 
 def _ready(c: RawClient, old_pid: int | None = None) -> dict:
-    return _wait(lambda i: i["state"] == "ready" and int(i["pid"]) and int(i["pid"]) != old_pid,
+    return _wait(lambda i: i["state"] == "ready" and int(i["pid"]) and int(i["pid"]) != old_pid
+                 and i.get("recreating", "0") == "0",
                  "host not ready", c)
 
 

@@ -69,8 +69,9 @@ void Iso_InfoSection(RedisModuleInfoCtx *ctx, int (*is_default)(const RAI_Backen
         field[k] = '\0';
         pthread_mutex_lock(&s->mu);
         pid_t pid = s->state == ISO_READY ? s->pid : 0;
-        long models = 0, scripts = 0;
+        long models = 0, scripts = 0, recreating = 0;
         for (IsoHandle *h = s->handles; h; h = h->next) {
+            if (h->state == ISO_H_RECREATING) recreating++;
             if (h->is_script) {
                 scripts++;
             } else {
@@ -97,6 +98,7 @@ void Iso_InfoSection(RedisModuleInfoCtx *ctx, int (*is_default)(const RAI_Backen
             ctx, "outputs_copied", __atomic_load_n(&s->outputs_copied, __ATOMIC_RELAXED));
         RedisModule_InfoAddFieldLongLong(ctx, "models", models);
         RedisModule_InfoAddFieldLongLong(ctx, "scripts", scripts);
+        RedisModule_InfoAddFieldLongLong(ctx, "recreating", recreating);
         RedisModule_InfoEndDictField(ctx);
         pthread_mutex_unlock(&s->mu);
     }

@@ -68,11 +68,16 @@ void Iso_Init(RedisModuleCtx *ctx, const RAI_HostApi *api) {
     Iso_HostPath();
 }
 
-/* A create on the main thread finds its host restarting: refused at once,
- * as a run is, rather than waited for on Redis's main thread (slot->mu
- * held). */
+/* A create on the main thread finds its host restarting, or the restarted
+ * host still re-creating the slot's models (its control connection serves
+ * one create at a time, and those can take seconds): refused at once, as a
+ * run is, rather than waited for on Redis's main thread (slot->mu held). */
 static int refuseUnlessReady(IsoSlot *s, RAI_Error *err) {
-    if (s->state == ISO_READY) return 0;
+    int ready = s->state == ISO_READY;
+    for (IsoHandle *h = s->handles; ready && h; h = h->next) {
+        if (h->state == ISO_H_RECREATING) ready = 0;
+    }
+    if (ready) return 0;
     Error_SetFmt(err, RAI_ERR_HOST_RESTARTING_FMT, Backend_KindName(s->kind), s->last_exit);
     return -1;
 }

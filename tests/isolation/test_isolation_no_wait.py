@@ -1,0 +1,155 @@
+"""Redis's main thread never waits for a backend host (docs/architecture.md, "A request's
+life"; docs/isolation.md).
+
+After a host's death the restarter re-creates every model in the new host from the blob the
+core keeps. Freeing a model whose re-creation is in progress used to wait, on Redis's main
+thread, until that create ended (the handle borrowed the model's blob): a `DEL` of a 400 MB
+model took 1.5 s and every other client waited with it. Now the handle takes the blob and the
+restarter frees both when its create ends.
+
+The fault backend's `slow-if-exists <file>` holds a create for as long as the file exists
+(marking `<file>.started` and `<file>.done`), so each test here holds the re-creation open
+and checks an order, never a time: `DEL`, `AI.MODELDEL`, `FLUSHALL` and an `AI.MODELSTORE`
+over the key are answered, and so is a `PING` sent after them from another client, while the
+re-create still runs (`.done` absent). When it ends the restarter frees what was deleted,
+the server goes on, and the other models run. Also: an `AI.MODELSTORE` while the host
+restarts is refused at once with the restart's error, not waited for.
+
+No new command: the restricted-user checks of these commands are test_isolation.py's.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import time
+from typing import Callable
+
+import pytest
+
+from fault_injection import fault_env
+from helpers import assert_error, assert_ok, isolated_host
+from redis_server import RedisServer
+from resp import RawClient
+
+
+def _info(c: RawClient) -> dict:
+    return isolated_host(c.execute("INFO", "MODULES"))
+
+
+def _wait_ready(c: RawClient, old_pid: int | None = None, timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = _info(c)
+        if info["state"] == "ready" and int(info["pid"]) and int(info["pid"]) != old_pid:
+            return info
+        time.sleep(0.02)
+    raise AssertionError(f"host not ready again: {_info(c)}")
+
+
+def _wait_recreated(c: RawClient, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while _info(c)["recreating"] != "0":
+        assert time.monotonic() < deadline, _info(c)
+        time.sleep(0.01)
+
+
+def _wait_file(p: pathlib.Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not p.exists():
+        assert time.monotonic() < deadline, f"{p} never appeared"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def srv(module_path: pathlib.Path, fault_backend: pathlib.Path):
+    s = RedisServer(module_path, ["ISOLATE", "ONNX"], env=fault_env())
+    with RawClient(s.port) as c:
+        assert_ok(c.execute("AI.CONFIG", "LOADBACKEND", "ONNX", str(fault_backend)))
+    yield s
+    s.stop()
+
+
+def _run_identity(c: RawClient, model: str) -> None:
+    # 10.5: no magic value of the fault backend (3 would hang the run)
+    assert_ok(c.execute("AI.TENSORSET", "x", "FLOAT", 2, "VALUES", 10.5, 20))
+    assert_ok(c.execute("AI.MODELEXECUTE", model, "INPUTS", 1, "x", "OUTPUTS", 1, "y"))
+    assert [float(v) for v in c.execute("AI.TENSORGET", "y", "VALUES")] == [10.5, 20.0]
+
+
+FREES: dict[str, Callable[[RawClient], object]] = {
+    "DEL": lambda c: c.execute("DEL", "slow"),
+    "AI.MODELDEL": lambda c: c.execute("AI.MODELDEL", "slow"),
+    "FLUSHALL": lambda c: c.execute("FLUSHALL"),
+    "MODELSTORE over": lambda c: c.execute("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
+                                           "identity"),
+}
+# A store over the key is refused while the host re-creates (its control connection would
+# make the main thread wait for the held create): the old model stays, and is freed when a
+# store after the re-creation replaces it.
+RESTARTING = "ERR ONNX backend process is restarting after it exited (signal 9 SIGKILL); try again"
+WANT = {"DEL": 1, "AI.MODELDEL": "OK", "FLUSHALL": "OK", "MODELSTORE over": RESTARTING}
+
+
+@pytest.mark.parametrize("how", list(FREES))
+def test_freeing_a_model_being_re_created_does_not_wait_for_the_host(
+        srv: RedisServer, tmp_path: pathlib.Path, how: str) -> None:
+    hold = tmp_path / "hold"
+    started, done = tmp_path / "hold.started", tmp_path / "hold.done"
+    with RawClient(srv.port, timeout=20) as c, RawClient(srv.port, timeout=20) as other:
+        # stored first: the restarter re-creates in creation order, so "good" waits too
+        assert_ok(c.execute("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
+                            f"identity\nslow-if-exists {hold}"))
+        assert_ok(c.execute("AI.MODELSTORE", "good", "ONNX", "CPU", "BLOB", "identity"))
+        _run_identity(c, "slow")
+        before = _wait_ready(c)
+        hold.touch()
+        os.kill(int(before["pid"]), signal.SIGKILL)
+        _wait_file(started)   # the new host is building "slow" from its blob, and stays there
+        reply = FREES[how](c)
+        assert other.execute("PING") == "PONG"
+        assert not done.exists(), "the re-create ended before the commands were answered"
+        assert (str(reply) if how == "MODELSTORE over" else reply) == WANT[how], reply
+        assert srv.alive()
+        hold.unlink()
+        _wait_file(done)
+        if how == "MODELSTORE over":
+            _wait_recreated(c)
+            assert_ok(FREES[how](c))
+            _run_identity(c, "slow")
+        elif how != "FLUSHALL":
+            assert_error(c.execute("AI.MODELGET", "slow", "META"), "ERR model key is empty")
+        if how != "FLUSHALL":
+            deadline = time.monotonic() + 10
+            while True:   # "good" is re-created after the held one
+                r = c.execute("AI.MODELEXECUTE", "good", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+                if r == "OK" or time.monotonic() > deadline:
+                    break
+                time.sleep(0.02)
+            _run_identity(c, "good")
+        assert c.execute("PING") == "PONG" and srv.alive()
+
+
+def test_a_store_while_the_host_re_creates_is_refused_at_once(
+        srv: RedisServer, tmp_path: pathlib.Path) -> None:
+    """A new model's create on the main thread does not queue behind the held re-create on
+    the host's control connection: refused at once with the restart's error; once the
+    re-creation is over the same store succeeds."""
+    hold = tmp_path / "hold"
+    with RawClient(srv.port, timeout=20) as c, RawClient(srv.port, timeout=20) as other:
+        assert_ok(c.execute("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
+                            f"identity\nslow-if-exists {hold}"))
+        before = _wait_ready(c)
+        hold.touch()
+        os.kill(int(before["pid"]), signal.SIGKILL)
+        _wait_file(tmp_path / "hold.started")
+        assert _info(c)["recreating"] == "1"
+        assert_error(c.execute("AI.MODELSTORE", "new", "ONNX", "CPU", "BLOB", "identity"),
+                     RESTARTING)
+        assert other.execute("PING") == "PONG"
+        assert not (tmp_path / "hold.done").exists()
+        hold.unlink()
+        _wait_recreated(c)
+        assert_ok(c.execute("AI.MODELSTORE", "new", "ONNX", "CPU", "BLOB", "identity"))
+        _run_identity(c, "new")
+        _run_identity(c, "slow")
