@@ -154,7 +154,9 @@ def test_the_main_thread_spins_after_inline_runs_too(module_path, onnx_backend_p
             for i in range(5):
                 run_and_check(c, i)
             fields = c.execute("INFO", "MODULES")
-            assert int(info_field(fields, "ai_inline_runs")) >= 4
+            # the first is queued (no time known); the next may find the worker still
+            # counted busy for a moment after its finish (RunQueue_Idle): queued too
+            assert int(info_field(fields, "ai_inline_runs")) >= 3
             passes = int(info_field(fields, "ai_main_spin_passes"))
             assert passes > 0 if spins else passes == 0, (spins, passes)
             time.sleep(0.05)   # past the spin: the loop sleeps again, no pass is counted

@@ -215,6 +215,66 @@ def test_host_crash_with_runs_in_flight(slow_timeout: RedisServer) -> None:
         assert s.alive()
 
 
+def test_clients_killed_while_their_runs_are_in_flight(slow_timeout: RedisServer) -> None:
+    """A request's life (docs/architecture.md): clients killed while their runs are handed to
+    the host, one running (hung) and one behind it. The host's death fails the first and
+    sends the second back to the queue; both DAGs finish and are freed with nothing stored
+    and nothing left blocked, and the client behind them is answered right."""
+    s = slow_timeout
+    with RawClient(s.port) as c:
+        assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "identity"))
+        pid = int(_ready(c)["pid"])
+        victims = [RawClient(s.port) for _ in range(2)]
+        try:
+            ids = [v.execute("CLIENT", "ID") for v in victims]
+            _set(victims[0], "v_hang", [HANG, 0])
+            _set(victims[1], "v_in", [5.5, 6.5])
+            victims[0].send("AI.MODELEXECUTE", "m", "INPUTS", 1, "v_hang", "OUTPUTS", 1, "v0")
+            _wait(lambda i: int(i["inflight"]) == 1, "the hanging run is not in the host", c)
+            victims[1].send("AI.MODELEXECUTE", "m", "INPUTS", 1, "v_in", "OUTPUTS", 1, "v1")
+            _wait(lambda i: int(i["inflight"]) == 2, "the run is not in flight behind it", c)
+            behind = Call(s.port, "m", "in_b", [1.5, 2.5], "out_b")
+            behind.start()
+            _wait(lambda i: int(i["inflight"]) == 3, "the third run is not in flight", c)
+            for vid in ids:
+                assert c.execute("CLIENT", "KILL", "ID", vid) == 1
+        finally:
+            for v in victims:
+                v.close()
+        os.kill(pid, signal.SIGKILL)
+        _join(behind)
+        assert behind.reply == "OK" and behind.got == [1.5, 2.5], (behind.reply, behind.got)
+        deadline = time.monotonic() + 30
+        while _blocked(c) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _blocked(c) == 0
+        assert c.execute("EXISTS", "v0", "v1") == 0
+        assert s.alive() and c.execute("PING") == "PONG"
+
+
+def test_runs_sent_back_to_the_queue_keep_their_order(slow_timeout: RedisServer) -> None:
+    """Runs that never started when their host died go back to the run queue in the order
+    they were sent, ahead of later requests: each writes the same key, so the key ends with
+    the last one's value."""
+    s = slow_timeout
+    with RawClient(s.port) as c:
+        assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "identity"))
+        pid = int(_ready(c)["pid"])
+        hung = Call(s.port, "m", "hang_in", [HANG, 0], "hang_out")
+        hung.start()
+        _wait(lambda i: int(i["inflight"]) == 1, "the hanging run is not in the host", c)
+        calls = []
+        for k in range(5):
+            t = Call(s.port, "m", f"in{k}", [100.0 + k, -k], "same")
+            t.start()
+            _wait(lambda i, n=k: int(i["inflight"]) == 2 + n, "runs not in flight behind it", c)
+            calls.append(t)
+        os.kill(pid, signal.SIGKILL)
+        _join(hung, *calls)
+        assert all(t.reply == "OK" for t in calls), [t.reply for t in calls]
+        assert _values(c, "same") == [104.0, -4.0]
+
+
 def test_timeout_with_runs_in_flight(module_path: pathlib.Path,
                                      fault_backend: pathlib.Path) -> None:
     """The running run passes MODEL_EXECUTION_TIMEOUT: the host is killed, that run gets the
