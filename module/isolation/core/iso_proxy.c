@@ -71,14 +71,17 @@ void Iso_Init(RedisModuleCtx *ctx, const RAI_HostApi *api) {
 /* A create on the main thread finds its host restarting, or the restarted
  * host still re-creating the slot's models (its control connection serves
  * one create at a time, and those can take seconds): refused at once, as a
- * run is, rather than waited for on Redis's main thread (slot->mu held). */
+ * run is, rather than waited for on Redis's main thread (slot->mu held).
+ * err may be NULL: -1 says it all. */
 static int refuseUnlessReady(IsoSlot *s, RAI_Error *err) {
     int ready = s->state == ISO_READY;
     for (IsoHandle *h = s->handles; ready && h; h = h->next) {
         if (h->state == ISO_H_RECREATING) ready = 0;
     }
     if (ready) return 0;
-    Error_SetFmt(err, RAI_ERR_HOST_RESTARTING_FMT, Backend_KindName(s->kind), s->last_exit);
+    if (err) {
+        Error_SetFmt(err, RAI_ERR_HOST_RESTARTING_FMT, Backend_KindName(s->kind), s->last_exit);
+    }
     return -1;
 }
 
@@ -202,8 +205,12 @@ static void slotInfo(IsoSlot *s, void *ctx, void (*add)(void *, const char *, co
     IsoBuf_Init(&b);
     IsoBuf_U64(&b, (uint64_t)Iso_Api()->run_queue_count());
     IsoMsg m;
+    /* Not while the restarter re-creates models: the host serves its
+     * control connection one request at a time, and INFO on Redis's main
+     * thread would wait behind a create. Its own fields are left out then,
+     * as while it restarts. */
     pthread_mutex_lock(&s->mu);
-    int ready = s->state == ISO_READY;
+    int ready = refuseUnlessReady(s, NULL) == 0;
     pthread_mutex_unlock(&s->mu);
     int rc = ready ? IsoControl_Request(s, ISO_MSG_INFO, &b, NULL, 0, ISO_INFO_TIMEOUT_MS, &m) : -1;
     IsoBuf_Free(&b);
