@@ -10,12 +10,15 @@ every server in turn, the order rotating from repetition to repetition, so that 
 settings alternate at the finest grain and share the machine's noise. The client is
 bench/floor/rai_load.c (C, one thread, epoll). Prints per cell the median throughput of each
 server and its range, the server's CPU per request (all its threads, and its main thread),
-the share of requests a worker unblocked in pairs (INFO ai_unblocks_paired), the ratio of each
+the share of requests a worker unblocked in pairs (INFO ai_unblocks_paired, trees before the
+completion queue) and the finished requests answered per main-thread pass (ai_completions /
+ai_completion_drains), the ratio of each
 tree's defaults to its best fixed setting, and the ratio of every tree to the first one per
 setting; writes bench/results/threads-<stamp>.json.
 
     PYTHONPATH=. .venv/bin/python bench/bench_threads.py [--reps 3] [--kinds TF,TORCH,ONNX]
-        [--install LABEL=DIR ...] [--seconds 2] [--cells trivial:1,cnn:1,trivial:32,cnn:32]
+        [--install LABEL=DIR ...] [--tree-args LABEL="ARGS" ...] [--seconds 2]
+        [--cells trivial:1,cnn:1,trivial:32,cnn:32]
 
 Without --install the newest install/redisai-*/ is measured alone (label "this"); with several,
 the first given is the one the others are compared with (e.g. --install before=OLD
@@ -67,6 +70,8 @@ def measure(b: bench_floor.Backend, model: str, clients: int, seconds: float,
             requests_1: dict[str, int]) -> dict[str, Any]:
     inline_before = b.inline_runs()
     paired_before = b.info_count("ai_unblocks_paired")
+    drains_before = b.info_count("ai_completion_drains")
+    completions_before = b.info_count("ai_completions")
     cpu_before = on_cpu_s(b.srv.proc.pid)
     if clients == 1:
         (res,) = b.load.run([b.cmds[model]], clients=1, requests=requests_1[model], warmup=50)
@@ -82,6 +87,8 @@ def measure(b: bench_floor.Backend, model: str, clients: int, seconds: float,
     res["inline_runs"] = b.inline_runs() - inline_before
     # pairs of clients a worker unblocked together (engine/unblock_batch.c), warm-up included
     res["unblocks_paired"] = b.info_count("ai_unblocks_paired") - paired_before
+    res["completion_drains"] = b.info_count("ai_completion_drains") - drains_before
+    res["completions"] = b.info_count("ai_completions") - completions_before
     return res
 
 
@@ -89,12 +96,16 @@ def summarize(values: list[float]) -> dict[str, float]:
     return {"median": float(statistics.median(values)), "min": min(values), "max": max(values)}
 
 
-def servers_of(trees: list[tuple[str, pathlib.Path]], fixed: list[int]) -> list[Server]:
+def servers_of(trees: list[tuple[str, pathlib.Path]], fixed: list[int],
+               tree_args: dict[str, list[str]] | None = None) -> list[Server]:
+    """tree_args: more module arguments for every server of a tree label (--tree-args), so
+    that one install tree with and without a setting compares as two trees."""
     out: list[Server] = []
     for tree, path in trees:
-        out.append((f"{tree}:defaults", tree, "defaults", path, []))
-        out += [(f"{tree}:intra{n}", tree, f"intra{n}", path, ["INTRA_OP_PARALLELISM", str(n)])
-                for n in fixed]
+        more = (tree_args or {}).get(tree, [])
+        out.append((f"{tree}:defaults", tree, "defaults", path, list(more)))
+        out += [(f"{tree}:intra{n}", tree, f"intra{n}", path,
+                 ["INTRA_OP_PARALLELISM", str(n), *more]) for n in fixed]
     return out
 
 
@@ -138,6 +149,9 @@ def measure_kind(kind: str, servers: list[Server], manifest: dict[str, Any],
                                summarize([r["server_cpu_us_per_req"] for r in rs]),
                            "main_cpu_us_per_req":
                                summarize([r["main_cpu_us_per_req"] for r in rs]),
+                           "per_drain": summarize([r.get("completions", 0) /
+                                                   max(r.get("completion_drains", 0), 1)
+                                                   for r in rs]),
                            "paired_share": summarize([2 * r.get("unblocks_paired", 0)
                                                       / max(r["count"], 1) for r in rs]),
                            "rounds": rs}
@@ -186,6 +200,10 @@ def report(doc: dict[str, Any], servers: list[Server], trees: list[str], fixed: 
     print("\nrequests unblocked in pairs (INFO ai_unblocks_paired x 2 / requests), medians")
     print_per_server(doc, servers, cells_run,
                      lambda m: f"{m.get('paired_share', {}).get('median', 0):.0%}")
+    print("\nfinished requests the main thread unblocked per pass (INFO ai_completions / "
+          "ai_completion_drains; 0: a tree without the completion queue), medians")
+    print_per_server(doc, servers, cells_run,
+                     lambda m: f"{m.get('per_drain', {}).get('median', 0):.2f}")
     print("\nratios of medians (throughput): each tree's defaults / its best fixed setting; "
           f"each tree / {trees[0]} per setting")
     keys = [k for k in summary[0] if "/" in k] if summary else []
@@ -213,6 +231,9 @@ def main() -> int:
     ap.add_argument("--models", default="", help="folder of floor_models.py's output, reused "
                     "when it holds a manifest (else made there)")
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--tree-args", action="append", default=[], metavar='LABEL="ARGS"',
+                    help="module arguments for every server of --install LABEL (e.g. "
+                         '--install nospin=DIR --tree-args nospin="WORKER_SPIN_US 0")')
     opts = ap.parse_args()
     cells_run = [(c.split(":")[0], int(c.split(":")[1])) for c in opts.cells.split(",") if c]
 
@@ -226,7 +247,11 @@ def main() -> int:
     if not trees:
         trees = [("this", base.find_install(None))]
     fixed = [int(x) for x in opts.fixed.split(",") if x.strip()]
-    servers = servers_of(trees, fixed)
+    tree_args = {}
+    for v in opts.tree_args:
+        label, _, args = v.partition("=")
+        tree_args[label] = args.split()
+    servers = servers_of(trees, fixed, tree_args)
 
     exes = floor_tools.build(pathlib.Path(opts.build))
     kinds = [k.strip().upper() for k in opts.kinds.split(",") if k.strip()]

@@ -49,14 +49,15 @@ if [ "$#" -eq 0 ]; then
         tests/execution/test_timeouts.py tests/security/test_script_acl.py
 
     # Other servers (README.md, "What is supported"): models, scripts, DAGs and batching,
-    # blocking commands and timeouts, inline runs, the spins, paired unblocks, persistence (RDB, AOF, DUMP/RESTORE, RedisAI 1.2's
+    # blocking commands and timeouts, inline runs, the spins, the completion path and a
+    # request's life, persistence (RDB, AOF, DUMP/RESTORE, RedisAI 1.2's
     # encodings both ways), replication, SLOWLOG, the script ACL, INFO and AI.INFO, backend
     # loading, and tests/compat/ (what differs between servers).
     subset=(tests/models/test_models.py tests/scripts/test_scripts.py
             tests/execution/test_dag.py tests/execution/test_batching.py
             tests/execution/test_blocking_commands.py tests/execution/test_timeouts.py
             tests/execution/test_inline_runs.py tests/execution/test_worker_spin.py
-            tests/execution/test_unblock_batch.py
+            tests/execution/test_completion.py tests/execution/test_request_life.py
             tests/persistence/test_persistence.py tests/persistence/test_dump_restore.py
             tests/persistence/test_rdb_legacy.py tests/persistence/test_rdb_both_ways.py
             tests/persistence/test_replication.py tests/execution/test_slowlog_round_trip.py
@@ -66,12 +67,13 @@ if [ "$#" -eq 0 ]; then
     run_pass "valkey-8.1, the subset" --server valkey-8.1 "${subset[@]}"
 
     # Redis 6.2 has no ACL checks for modules: loading, and what degrades there (no ACL, no
-    # main-thread spin; paired unblocks work as on 7.0); and the RDB
+    # main-thread spin, workers unblock directly: the completion tests check that); and the RDB
     # files that RedisAI 1.2 (which ran on 6.x) reads and writes.
     run_pass "redis-6.2, loading, degradation and RDB" --server redis-6.2 \
         tests/backends/test_backend_loading.py tests/compat \
         tests/persistence/test_rdb_legacy.py tests/persistence/test_rdb_both_ways.py \
-        tests/execution/test_worker_spin.py tests/execution/test_unblock_batch.py
+        tests/execution/test_worker_spin.py tests/execution/test_completion.py \
+        tests/execution/test_request_life.py
 fi
 
 echo "ci: summary"

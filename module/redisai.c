@@ -24,7 +24,6 @@
 #include "core/server.h"
 #include "engine/batch.h"
 #include "engine/host_api.h"
-#include "engine/completion.h"
 #include "engine/noperm.h"
 #include "engine/run_queue.h"
 #include "isolation/core/iso_proxy.h"
@@ -105,7 +104,6 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     /* Before the types: an RDB load builds models and scripts on their
      * device's queue. */
     RunQueue_SetPolicy(Batch_Take, Batch_Run);
-    Completion_Init();
     Stored_SetQueueFactory(RunQueue_Ensure);
     if (TensorType_Register(ctx) != REDISMODULE_OK ||
         ModelType_Register(ctx) != REDISMODULE_OK || ScriptType_Register(ctx) != REDISMODULE_OK) {

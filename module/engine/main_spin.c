@@ -35,8 +35,8 @@ static void onPass(int fd, void *data, int mask) {
     long long now = Clock_NowUs();
     int stop = !lone() || now >= spin_until_us;
     if (stop) {
-        /* Workers write the completion queue's eventfd again from now on;
-         * what they left before is taken here. */
+        /* Workers unblock their clients again from now on; what they
+         * queued before is taken here. */
         Completion_SetPolling(0);
         Completion_Drain();
         in_loop = 0;

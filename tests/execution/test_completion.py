@@ -124,8 +124,8 @@ def test_short_requests_to_a_model_are_not_held_behind_its_long_runs(srv: RedisS
         assert c.execute("AI.TENSORGET", "short", "META")[-1] == [8, 8]
         fields = c.execute("INFO", "MODULES")
         completions = int(info_field(fields, "ai_completions"))
-        drains = int(info_field(fields, "ai_completion_drains"))
-        assert completions >= SHORT_REQUESTS and 0 < drains <= completions, fields
+        wakeups = int(info_field(fields, "ai_completion_wakeups"))
+        assert completions >= SHORT_REQUESTS and 0 < wakeups <= completions, fields
 
 
 SCRIPT = """

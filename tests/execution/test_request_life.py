@@ -4,12 +4,12 @@ to a host) and tests/llapi/ (on_finish) do not already make, on every server of 
 
 * parsed -> refused: an error reply, nothing blocked, nothing queued;
 * parsed -> inline -> answered: in the command, no blocked client, no completion;
-* parsed -> queued -> running -> finished -> answered: through the completion queue (one
-  `ai_completions` more; on Redis 6.2 the worker unblocks directly);
+* parsed -> queued -> running -> finished -> answered: through the completion path (one
+  `ai_completions` more);
 * running -> queued on another device's queue -> running: a DAG whose ops are on CPU and
   CPU:1;
 * the client killed (`CLIENT KILL ID`) while its DAG is queued, running, or finished and not
-  yet answered (in the completion queue, while the main thread sleeps in `DEBUG SLEEP`): the
+  yet answered (unblocked while the main thread sleeps in `DEBUG SLEEP`): the
   DAG still runs and is freed, its run counted in AI.INFO, nothing stored, nothing left
   blocked, the server goes on; a queued client's disconnect likewise.
 
@@ -56,12 +56,6 @@ def slow_calls(c: RawClient) -> int:
     return int(info[info.index(b"calls") + 1])
 
 
-def uses_queue(server_facts) -> bool:
-    """Finished DAGs go through the completion queue (RedisModule_EventLoopAdd), else the
-    worker unblocks their clients itself (Redis 6.2)."""
-    return server_facts.has_api("RedisModule_EventLoopAdd")
-
-
 def test_parsed_then_refused(c: RawClient) -> None:
     before = counters(c)
     assert_error(c.execute("AI.MODELEXECUTE", "nosuch", "INPUTS", 1, "a", "OUTPUTS", 1, "o"),
@@ -69,7 +63,7 @@ def test_parsed_then_refused(c: RawClient) -> None:
     assert counters(c) == before and blocked(c) == 0
 
 
-def test_parsed_inline_answered(c: RawClient, server_facts) -> None:
+def test_parsed_inline_answered(c: RawClient) -> None:
     run = ("AI.MODELEXECUTE", "m", "INPUTS", 2, "a", "b", "OUTPUTS", 1, "o")
     assert_ok(c.execute(*run))   # its first run is queued and measured
     before = counters(c)
@@ -78,12 +72,12 @@ def test_parsed_inline_answered(c: RawClient, server_facts) -> None:
     after = counters(c)
     inline = after["inline_runs"] - before["inline_runs"]
     assert inline >= 1, (before, after)
-    if uses_queue(server_facts):   # each run inline or through the queue, none elsewhere
-        assert inline + after["completions"] - before["completions"] == 5, (before, after)
+    # each run inline or through the completion path, none elsewhere
+    assert inline + after["completions"] - before["completions"] == 5, (before, after)
     assert [float(v) for v in c.execute("AI.TENSORGET", "o", "VALUES")] == [8.0, 15.0]
 
 
-def test_parsed_queued_running_finished_answered(c: RawClient, server_facts) -> None:
+def test_parsed_queued_running_finished_answered(c: RawClient) -> None:
     before = counters(c)
     assert_ok(c.execute("AI.TENSORSET", "n1", "INT32", "VALUES", 1))
     # a DAG never runs inline: queued, run by the worker, answered from the queue
@@ -92,7 +86,7 @@ def test_parsed_queued_running_finished_answered(c: RawClient, server_facts) -> 
                      "META")[1][-1] == [8, 8]
     after = counters(c)
     assert after["inline_runs"] == before["inline_runs"]
-    assert after["completions"] - before["completions"] == (1 if uses_queue(server_facts) else 0)
+    assert after["completions"] - before["completions"] == 1
 
 
 def test_running_then_queued_on_another_device_then_answered(c: RawClient) -> None:
@@ -161,10 +155,10 @@ def test_client_gone_while_queued(c: RawClient, tf_server: RedisServer, slow_n) 
 
 
 def test_client_killed_while_finished_and_not_yet_answered(c: RawClient, tf_server: RedisServer,
-                                                          slow_n, server_facts) -> None:
+                                                          slow_n) -> None:
     """The run ends while Redis's main thread sleeps in DEBUG SLEEP; the killer's next
-    command, in the same pipeline, kills the client before the next pass takes the
-    completion queue. The DAG is unblocked from the queue all the same, and freed."""
+    command, in the same pipeline, kills the client before the next pass answers it. The
+    DAG is freed all the same, its run counted."""
     assert_ok(c.execute("AI.TENSORSET", "n_short", "INT32", "VALUES", slow_n(0.1)))
     before = counters(c)
     with RawClient(tf_server.port, timeout=20) as killer:
@@ -180,5 +174,4 @@ def test_client_killed_while_finished_and_not_yet_answered(c: RawClient, tf_serv
         killed_case(c, tf_server.port,
                     ("AI.MODELEXECUTE", "slow", "INPUTS", 1, "n_short", "OUTPUTS", 1,
                      "victim_out"), kill)
-    if uses_queue(server_facts):
-        assert counters(c)["completions"] > before["completions"]
+    assert counters(c)["completions"] > before["completions"]

@@ -17,11 +17,11 @@ microseconds before it sleeps, when at most one client waits for a queued run.
   RedisModule_EventLoopAdd (Redis 6.2) runs the same requests with no main-thread spin;
 * only a lone client makes anything spin: the same client's runs one after the other, not
   clients taking turns;
-* while the main thread spins, it takes the completion queue (engine/completion.h) at every
-  pass and workers write no wake-up for it (`ai_completions` grows, `ai_completion_wakeups`
-  does not), every reply still right; a client gone before its run ends is unblocked as well
-  and the server goes on; with 0 every finish of a lone client writes one wake-up, and on
-  Redis 6.2 (no RedisModule_EventLoopAdd) workers unblock their clients directly;
+* while the main thread spins, workers only queue their finished clients (engine/completion.h)
+  and its passes unblock them (`ai_completions` grows, `ai_completion_wakeups` does not), every
+  reply still right; a client gone before its run ends is unblocked as well and the server
+  goes on; with 0, and on Redis 6.2 (no main-thread spin), a lone client's every finish is
+  unblocked by its worker, a wake-up each;
 * a restricted ACL user (no @admin, key patterns) runs queued models on its keys only, reads
   the setting with `AI.CONFIG GET` as it reads the others, cannot load code, and a user
   without `ai.config` cannot read it.
@@ -116,9 +116,9 @@ def spin_measured(module_path, onnx_backend_path, spin: str,
             wall = time.monotonic() - start_s
             fields = c.execute("INFO", "MODULES")
             passes = int(info_field(fields, "ai_main_spin_passes"))
-            if spin == "0":   # the main thread slept: each finish woke it
+            if spin == "0":   # the main thread slept: the worker unblocked each finish
                 completions = int(info_field(fields, "ai_completions"))
-                assert int(info_field(fields, "ai_completion_wakeups")) == completions
+                assert int(info_field(fields, "ai_completion_wakeups")) == completions > 0
             return ({tid: sec - before.get(tid, 0.0) for tid, sec in after.items()}, wall,
                     passes, s.proc.pid)
     finally:
@@ -191,7 +191,7 @@ def test_clients_taking_turns_do_not_spin(module_path, onnx_backend_path, server
 
 
 def completions(c: RawClient) -> tuple[int, int]:
-    """Clients unblocked through the completion queue, and the wake-ups workers wrote."""
+    """Finished clients, and those a worker unblocked itself (a wake-up each)."""
     fields = c.execute("INFO", "MODULES")
     return (int(info_field(fields, "ai_completions")),
             int(info_field(fields, "ai_completion_wakeups")))
@@ -209,13 +209,13 @@ def test_a_spinning_main_thread_takes_finished_runs_without_a_wake_up(
             for i in range(25):
                 run_and_check(c, i)
             after = completions(c)
-            if not spins:   # Redis 6.2: workers unblock directly, nothing queued
-                assert after == (0, 0), after
+            assert after[0] - before[0] == 25, (before, after)
+            if not spins:   # Redis 6.2: no spin, the worker unblocks each finish
+                assert after[1] - before[1] == 25, (before, after)
             else:
-                # back to back, each run within the 10 ms spin of its own start: every
-                # finish went through the queue, and all but maybe the first (a worker that
-                # answered before the spin began) without a wake-up
-                assert after[0] - before[0] == 25, (before, after)
+                # back to back, each run within the 10 ms spin of its own start: all but
+                # maybe the first (a worker that answered before the spin began) queued for
+                # the spinning main thread, without a wake-up
                 assert after[1] - before[1] <= 5, (before, after)
             # a client that goes away while its run is on the worker: the unblock still
             # comes (from the main thread's pass) and frees the request
@@ -242,7 +242,7 @@ def test_a_spinning_main_thread_takes_finished_runs_without_a_wake_up(
                 assert wait_until(lambda: slow_calls() > done, timeout=10)
                 run_and_check(c, k)
             after = completions(c)
-            assert after[0] >= before[0] + 10 if spins else after == (0, 0), (before, after)
+            assert after[0] >= before[0] + 10, (before, after)
             assert c.execute("PING") == "PONG"
     finally:
         s.stop()

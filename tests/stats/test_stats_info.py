@@ -386,7 +386,7 @@ def ai_sections(c: RawClient) -> dict[str, list[tuple[str, str]]]:
         names = names[:-1]  # the suite runs isolated: the hosts' own section comes last
     # 1.2's five sections first, in 1.2's order (tools take them by position), then ours
     assert names == ["Modules", "ai_versions", "ai_git", "ai_load_time_configs", "ai_backends_info",
-                     "ai_cpu", "ai_backends_paths", "ai_inline_runs"], names
+                     "ai_cpu", "ai_backends_paths", "ai_inline_runs", "ai_completions"], names
     return dict(secs)
 
 
