@@ -11,8 +11,8 @@ settings alternate at the finest grain and share the machine's noise. The client
 bench/floor/rai_load.c (C, one thread, epoll). Prints per cell the median throughput of each
 server and its range, the server's CPU per request (all its threads, and its main thread),
 the share of requests a worker unblocked in pairs (INFO ai_unblocks_paired, trees before the
-completion queue) and the finished requests answered per main-thread pass (ai_completions /
-ai_completion_drains), the ratio of each
+completion path) and the finished requests per worker unblock (ai_completions /
+ai_completion_wakeups), the ratio of each
 tree's defaults to its best fixed setting, and the ratio of every tree to the first one per
 setting; writes bench/results/threads-<stamp>.json.
 
@@ -70,7 +70,7 @@ def measure(b: bench_floor.Backend, model: str, clients: int, seconds: float,
             requests_1: dict[str, int]) -> dict[str, Any]:
     inline_before = b.inline_runs()
     paired_before = b.info_count("ai_unblocks_paired")
-    drains_before = b.info_count("ai_completion_drains")
+    wakeups_before = b.info_count("ai_completion_wakeups")
     completions_before = b.info_count("ai_completions")
     cpu_before = on_cpu_s(b.srv.proc.pid)
     if clients == 1:
@@ -87,7 +87,7 @@ def measure(b: bench_floor.Backend, model: str, clients: int, seconds: float,
     res["inline_runs"] = b.inline_runs() - inline_before
     # pairs of clients a worker unblocked together (engine/unblock_batch.c), warm-up included
     res["unblocks_paired"] = b.info_count("ai_unblocks_paired") - paired_before
-    res["completion_drains"] = b.info_count("ai_completion_drains") - drains_before
+    res["completion_wakeups"] = b.info_count("ai_completion_wakeups") - wakeups_before
     res["completions"] = b.info_count("ai_completions") - completions_before
     return res
 
@@ -149,9 +149,9 @@ def measure_kind(kind: str, servers: list[Server], manifest: dict[str, Any],
                                summarize([r["server_cpu_us_per_req"] for r in rs]),
                            "main_cpu_us_per_req":
                                summarize([r["main_cpu_us_per_req"] for r in rs]),
-                           "per_drain": summarize([r.get("completions", 0) /
-                                                   max(r.get("completion_drains", 0), 1)
-                                                   for r in rs]),
+                           "per_wakeup": summarize([r.get("completions", 0) /
+                                                    max(r.get("completion_wakeups", 0), 1)
+                                                    for r in rs]),
                            "paired_share": summarize([2 * r.get("unblocks_paired", 0)
                                                       / max(r["count"], 1) for r in rs]),
                            "rounds": rs}
@@ -200,10 +200,11 @@ def report(doc: dict[str, Any], servers: list[Server], trees: list[str], fixed: 
     print("\nrequests unblocked in pairs (INFO ai_unblocks_paired x 2 / requests), medians")
     print_per_server(doc, servers, cells_run,
                      lambda m: f"{m.get('paired_share', {}).get('median', 0):.0%}")
-    print("\nfinished requests the main thread unblocked per pass (INFO ai_completions / "
-          "ai_completion_drains; 0: a tree without the completion queue), medians")
+    print("\nfinished requests per worker unblock (INFO ai_completions / ai_completion_wakeups; "
+          "above 1: the rest queued for the spinning main thread; 0: a tree without the "
+          "completion path), medians")
     print_per_server(doc, servers, cells_run,
-                     lambda m: f"{m.get('per_drain', {}).get('median', 0):.2f}")
+                     lambda m: f"{m.get('per_wakeup', {}).get('median', 0):.2f}")
     print("\nratios of medians (throughput): each tree's defaults / its best fixed setting; "
           f"each tree / {trees[0]} per setting")
     keys = [k for k in summary[0] if "/" in k] if summary else []

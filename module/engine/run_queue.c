@@ -41,7 +41,6 @@ struct RAI_RunQueue {
     RAI_QueueItem *returned_tail; /* the last of the DAGs at the head that PushFront returned */
     int nthreads;
     int busy; /* workers running a DAG, under lock */
-    long waiting; /* DAGs queued: written under lock, read by RunQueue_Waiting */
     long in_flight; /* runs handed off and not answered, all workers, under lock */
     int pollers;    /* workers waiting on answers: a push writes wake_fd */
     int wake_fd;    /* eventfd, -1 if none could be made (then no hand-off) */
@@ -91,7 +90,6 @@ void RunQueue_Unlink(RAI_RunQueue *q, RAI_QueueItem *prev, RAI_QueueItem *it) {
     }
     if (q->tail == it) q->tail = prev;
     if (q->returned_tail == it) q->returned_tail = prev; /* returned DAGs lead the queue */
-    __atomic_store_n(&q->waiting, q->waiting - 1, __ATOMIC_RELAXED);
     RedisModule_Free(it);
 }
 
@@ -255,11 +253,17 @@ static void *workerMain(void *arg) {
     return NULL;
 }
 
-/* A DAG was linked in (lock held): counted, and a worker woken, on the
+/* Links item in after `after` (NULL: first), then wakes a worker, on the
  * condition variable or, if one waits in the backend's poll for answers, on
- * wake_fd. */
-static void linked(RAI_RunQueue *q) {
-    __atomic_store_n(&q->waiting, q->waiting + 1, __ATOMIC_RELAXED);
+ * wake_fd. Lock held. */
+static void linkAfter(RAI_RunQueue *q, RAI_QueueItem *after, RAI_QueueItem *item) {
+    item->next = after ? after->next : q->head;
+    if (after) {
+        after->next = item;
+    } else {
+        q->head = item;
+    }
+    if (q->tail == after) q->tail = item;
     __atomic_store_n(&q->pushes, q->pushes + 1, __ATOMIC_RELEASE);
     pthread_cond_signal(&q->ready);
     if (q->pollers > 0) {
@@ -271,15 +275,8 @@ static void linked(RAI_RunQueue *q) {
 void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag) {
     RAI_QueueItem *item = RedisModule_Alloc(sizeof(*item));
     item->dag = dag;
-    item->next = NULL;
     pthread_mutex_lock(&q->lock);
-    if (q->tail) {
-        q->tail->next = item;
-    } else {
-        q->head = item;
-    }
-    q->tail = item;
-    linked(q);
+    linkAfter(q, q->tail, item);
     pthread_mutex_unlock(&q->lock);
 }
 
@@ -289,16 +286,8 @@ void RunQueue_PushFront(RAI_RunQueue *q, struct RAI_Dag *dag) {
     pthread_mutex_lock(&q->lock);
     /* After the DAGs returned before it and not yet taken: returned DAGs
      * keep the order they return in, all ahead of the pushed ones. */
-    RAI_QueueItem *after = q->returned_tail;
-    item->next = after ? after->next : q->head;
-    if (after) {
-        after->next = item;
-    } else {
-        q->head = item;
-    }
-    if (q->tail == after) q->tail = item;
+    linkAfter(q, q->returned_tail, item);
     q->returned_tail = item;
-    linked(q);
     pthread_mutex_unlock(&q->lock);
 }
 
@@ -307,10 +296,6 @@ int RunQueue_Idle(RAI_RunQueue *q) {
     int idle = q->head == NULL && q->busy == 0 && q->in_flight == 0;
     pthread_mutex_unlock(&q->lock);
     return idle;
-}
-
-long RunQueue_Waiting(const RAI_RunQueue *q) {
-    return __atomic_load_n(&q->waiting, __ATOMIC_RELAXED);
 }
 
 int RunQueue_Threads(const RAI_RunQueue *q) {

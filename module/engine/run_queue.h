@@ -47,8 +47,6 @@ void RunQueue_PushFront(RAI_RunQueue *q, struct RAI_Dag *dag);
 /* Nothing queued and no worker running: a DAG pushed now would start at
  * once. A snapshot (another thread may push right after). Any thread. */
 int RunQueue_Idle(RAI_RunQueue *q);
-/* DAGs queued and not yet taken: a snapshot, any thread. */
-long RunQueue_Waiting(const RAI_RunQueue *q);
 /* THREADS_PER_QUEUE of this queue (fixed at its creation). */
 int RunQueue_Threads(const RAI_RunQueue *q);
 /* Index of the calling worker within its queue, -1 off the workers. */

@@ -34,11 +34,7 @@ pytestmark = pytest.mark.inprocess_only("the in-process run queue's workers")
 @pytest.fixture
 def c(tf_server: RedisServer, slow_n, connect: Connect) -> RawClient:
     client = connect(tf_server)
-    assert_ok(client.execute("AI.MODELSTORE", "slow", "TF", "CPU", "INPUTS", 1, "n", "OUTPUTS",
-                             1, "out", "BLOB", tf_graphs.slow_graph()))
-    assert_ok(em.store_tf(client, "m", tf_graphs.mul_graph(), ["a", "b"], ["mul"]))
-    assert_ok(client.execute("AI.TENSORSET", "a", "FLOAT", 2, "VALUES", 2, 3))
-    assert_ok(client.execute("AI.TENSORSET", "b", "FLOAT", 2, "VALUES", 4, 5))
+    em.store_slow_and_mul(client)
     return client
 
 

@@ -172,6 +172,26 @@ static int parse_count(const char *word, const char *value, size_t *out, RAI_Err
     return 0;
 }
 
+/* The path argument of a *-if-exists directive: -1 (none given, err set),
+ * 0 (no such file), 1 (it exists). */
+static int path_exists(const char *directive, const char *path, RAI_Error *err) {
+    if (path[0] == '\0') {
+        fault.host->error_set(err, "ERR fault backend: '%s' wants a path", directive);
+        return -1;
+    }
+    return access(path, F_OK) == 0;
+}
+
+/* Creates the empty file <path>.<what>, for a test to see. */
+static void touch_mark(const char *path, const char *what) {
+    char mark[4096];
+    snprintf(mark, sizeof(mark), "%s.%s", path, what);
+    FILE *f = fopen(mark, "w");
+    if (f) {
+        fclose(f);
+    }
+}
+
 /* One line (NUL-terminated, without its newline) of the spec after the
  * first. */
 static int parse_directive(FaultModel *m, char *line, int *have_outputs, RAI_Error *err) {
@@ -204,12 +224,9 @@ static int parse_directive(FaultModel *m, char *line, int *have_outputs, RAI_Err
     if (strcmp(line, "crash-if-exists") == 0) {
         /* A create that crashes only once the test has made the file: a
          * model stored fine whose re-creation after a restart crashes. */
-        if (rest[0] == '\0') {
-            fault.host->error_set(err, "ERR fault backend: 'crash-if-exists' wants a path");
-            return -1;
-        }
-        if (access(rest, F_OK) != 0) {
-            return 0;
+        int exists = path_exists(line, rest, err);
+        if (exists <= 0) {
+            return exists;
         }
         if (fault.mode != FAULT_MODE_HOST) {
             fault.host->error_set(err, "ERR fault backend: 'crash-if-exists' is fatal and runs "
@@ -222,27 +239,15 @@ static int parse_directive(FaultModel *m, char *line, int *have_outputs, RAI_Err
         /* A create that takes as long as the test keeps the file (at most
          * 30 s), marked at its start and its end: a re-creation after a
          * restart the test can hold, and see begin and end. */
-        if (rest[0] == '\0') {
-            fault.host->error_set(err, "ERR fault backend: 'slow-if-exists' wants a path");
-            return -1;
+        int exists = path_exists(line, rest, err);
+        if (exists <= 0) {
+            return exists;
         }
-        if (access(rest, F_OK) != 0) {
-            return 0;
-        }
-        char mark[4096];
-        snprintf(mark, sizeof(mark), "%s.started", rest);
-        FILE *f = fopen(mark, "w");
-        if (f) {
-            fclose(f);
-        }
+        touch_mark(rest, "started");
         for (int i = 0; i < 30000 && access(rest, F_OK) == 0; i++) {
             usleep(1000);
         }
-        snprintf(mark, sizeof(mark), "%s.done", rest);
-        f = fopen(mark, "w");
-        if (f) {
-            fclose(f);
-        }
+        touch_mark(rest, "done");
         return 0;
     }
     fault.host->error_set(err,

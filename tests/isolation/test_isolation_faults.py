@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from fault_injection import fault_env
-from helpers import assert_error, assert_ok, isolated_host, isolated_hosts
+from helpers import assert_error, assert_ok, isolated_host, isolated_hosts, wait_isolated_ready
 from redis_server import Connect, RedisServer
 from resp import RawClient, RespError
 
@@ -30,17 +30,6 @@ KEY_ERR = "ERR ONNX backend process exited ({}) while running {}"
 def _info(c: RawClient) -> dict:
     """The ai_isolation dictionary of the one isolated backend."""
     return isolated_host(c.execute("INFO", "MODULES"))
-
-
-def _wait_ready(c: RawClient, old_pid: int | None = None, timeout: float = 30) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        info = _info(c)
-        if info["state"] == "ready" and int(info["pid"]) and int(info["pid"]) != old_pid \
-                and info.get("recreating", "0") == "0":
-            return info
-        time.sleep(0.02)
-    raise AssertionError(f"host not ready again: {_info(c)}")
 
 
 def _server(module_path: pathlib.Path, so: pathlib.Path, *args: str) -> RedisServer:
@@ -60,7 +49,7 @@ def iso(module_path: pathlib.Path, fault_backend: pathlib.Path) -> Iterator[Redi
 @pytest.fixture
 def c(iso: RedisServer, connect: Connect) -> RawClient:
     cl = connect(iso)
-    _wait_ready(cl)
+    wait_isolated_ready(cl)
     return cl
 
 
@@ -121,7 +110,7 @@ def test_fatal_magic_costs_one_request(c: RawClient, iso: RedisServer, magic: in
     before = _info(c)
     assert_error(_run(c, "m", "bad", "y"), KEY_ERR.format(reason, "m"))
     assert iso.alive()
-    after = _wait_ready(c, int(before["pid"]))
+    after = wait_isolated_ready(c, int(before["pid"]))
     assert int(after["restarts"]) == int(before["restarts"]) + 1
     assert after["last_exit"] == token
     # Nothing lost: the keys, and the model, which the new host re-created from its blob.
@@ -139,7 +128,7 @@ def test_garbage_on_the_control_connection_is_a_protocol_error(c: RawClient) -> 
     # the host, but the host is killed for the garbage either way.
     if isinstance(reply, RespError):
         assert str(reply).startswith("ERR ONNX backend process exited (killed: protocol error: "), reply
-    after = _wait_ready(c, int(before["pid"]))
+    after = wait_isolated_ready(c, int(before["pid"]))
     assert after["last_exit"] == "killed_protocol", after
     _set(c, "ok", [0.5])
     assert_ok(_run(c, "m", "ok", "y"))
@@ -152,7 +141,7 @@ def test_hang_is_killed_at_the_execution_timeout(c: RawClient) -> None:
     # MODEL_EXECUTION_TIMEOUT 1000 plus the second of grace ONNX gets for its own watchdog.
     assert_error(_run(c, "m", "bad", "y"), KEY_ERR.format(
         "killed after m ran past MODEL_EXECUTION_TIMEOUT (1000 ms)", "m"))
-    after = _wait_ready(c, int(before["pid"]))
+    after = wait_isolated_ready(c, int(before["pid"]))
     assert after["last_exit"] == "killed_timeout"
     _set(c, "ok", [10])
     assert_ok(_run(c, "m", "ok", "y"))
@@ -167,7 +156,7 @@ def test_memory_limit_fails_the_allocation_not_the_host(module_path: pathlib.Pat
         with RawClient(s.port) as c:
             assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "identity"))
             _set(c, "bad", [4])
-            pid = _wait_ready(c)["pid"]
+            pid = wait_isolated_ready(c)["pid"]
             reply = _run(c, "m", "bad", "y")
             assert isinstance(reply, RespError) and str(reply).startswith(
                 "ERR fault backend: out of memory after "), reply
@@ -181,7 +170,7 @@ def test_crash_on_create_keeps_the_old_value(c: RawClient) -> None:
     before = _info(c)
     assert_error(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "crash-on-create"),
                  "ERR ONNX backend process exited (signal 11 SIGSEGV) while creating m")
-    _wait_ready(c, int(before["pid"]))
+    wait_isolated_ready(c, int(before["pid"]))
     blob = c.execute("AI.MODELGET", "m", "BLOB")
     assert blob in (b"identity", "identity"), blob
     _set(c, "ok", [11])
@@ -197,11 +186,11 @@ def test_hang_on_create_is_killed_at_the_start_timeout(module_path: pathlib.Path
         with RawClient(s.port) as c:
             assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "identity"))
             assert_ok(c.execute("AI.MODELSTORE", "other", "ONNX", "CPU", "BLOB", "identity"))
-            before = _wait_ready(c)
+            before = wait_isolated_ready(c)
             assert_error(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", "hang-on-create"),
                          "ERR ONNX backend process exited (killed after the create of m took "
                          "over 2000 ms) while creating m")
-            after = _wait_ready(c, int(before["pid"]))
+            after = wait_isolated_ready(c, int(before["pid"]))
             assert after["last_exit"] == "killed_create_timeout", after
             assert c.execute("AI.MODELGET", "m", "BLOB") in (b"identity", "identity")
             for key in ("m", "other"):
@@ -251,7 +240,7 @@ def test_a_model_whose_re_creation_crashes_twice_is_quarantined(
             assert_ok(c.execute("AI.MODELSTORE", "good", "ONNX", "CPU", "BLOB", "identity"))
             _set(c, "x", [10])
             assert_ok(_run(c, "poison", "x", "y"))
-            before = _wait_ready(c)
+            before = wait_isolated_ready(c)
             # From now on every create of "poison" crashes its host: the restart re-creates
             # it first, crashes, restarts, crashes again, and then leaves it out.
             trigger.touch()

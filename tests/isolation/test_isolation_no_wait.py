@@ -28,23 +28,13 @@ from typing import Callable
 import pytest
 
 from fault_injection import fault_env
-from helpers import assert_error, assert_ok, isolated_host
+from helpers import assert_error, assert_ok, isolated_host, wait_isolated_ready
 from redis_server import RedisServer
 from resp import RawClient
 
 
 def _info(c: RawClient) -> dict:
     return isolated_host(c.execute("INFO", "MODULES"))
-
-
-def _wait_ready(c: RawClient, old_pid: int | None = None, timeout: float = 30) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        info = _info(c)
-        if info["state"] == "ready" and int(info["pid"]) and int(info["pid"]) != old_pid:
-            return info
-        time.sleep(0.02)
-    raise AssertionError(f"host not ready again: {_info(c)}")
 
 
 def _wait_recreated(c: RawClient, timeout: float = 30) -> None:
@@ -102,7 +92,7 @@ def test_freeing_a_model_being_re_created_does_not_wait_for_the_host(
                             f"identity\nslow-if-exists {hold}"))
         assert_ok(c.execute("AI.MODELSTORE", "good", "ONNX", "CPU", "BLOB", "identity"))
         _run_identity(c, "slow")
-        before = _wait_ready(c)
+        before = wait_isolated_ready(c)
         hold.touch()
         os.kill(int(before["pid"]), signal.SIGKILL)
         _wait_file(started)   # the new host is building "slow" from its blob, and stays there
@@ -139,7 +129,7 @@ def test_a_store_while_the_host_re_creates_is_refused_at_once(
     with RawClient(srv.port, timeout=20) as c, RawClient(srv.port, timeout=20) as other:
         assert_ok(c.execute("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
                             f"identity\nslow-if-exists {hold}"))
-        before = _wait_ready(c)
+        before = wait_isolated_ready(c)
         hold.touch()
         os.kill(int(before["pid"]), signal.SIGKILL)
         _wait_file(tmp_path / "hold.started")

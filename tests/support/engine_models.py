@@ -420,6 +420,16 @@ def blocked_clients(c: Any) -> int:
     raise AssertionError(f"no blocked_clients in INFO clients: {text!r}")
 
 
+def store_slow_and_mul(c: Any) -> None:
+    """The setup of the timeout and request-life tests: tf_graphs.slow_graph() as `slow`,
+    mul_graph() as `m`, and its inputs `a` = [2, 3], `b` = [4, 5]."""
+    assert c.execute("AI.MODELSTORE", "slow", "TF", "CPU", "INPUTS", 1, "n", "OUTPUTS", 1,
+                     "out", "BLOB", tf_graphs.slow_graph()) == "OK"
+    assert store_tf(c, "m", tf_graphs.mul_graph(), ["a", "b"], ["mul"]) == "OK"
+    assert c.execute("AI.TENSORSET", "a", "FLOAT", 2, "VALUES", 2, 3) == "OK"
+    assert c.execute("AI.TENSORSET", "b", "FLOAT", 2, "VALUES", 4, 5) == "OK"
+
+
 class HeldQueue:
     """Holds the CPU queue's only worker with a slow run, so that requests sent meanwhile
     queue up behind it (and, for a BATCHSIZE model, are batched when it ends).

@@ -144,6 +144,19 @@ def isolated_host(info_text: bytes | str) -> dict[str, str]:
     return next(iter(hosts.values()))
 
 
+def wait_isolated_ready(c: Any, old_pid: int | None = None, timeout: float = 30) -> dict:
+    """The one isolated backend's fields once its host is ready, has a pid other than
+    old_pid, and has re-created every model (`recreating` 0)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = isolated_host(c.execute("INFO", "MODULES"))
+        if info["state"] == "ready" and int(info["pid"]) and int(info["pid"]) != old_pid \
+                and info.get("recreating", "0") == "0":
+            return info
+        time.sleep(0.02)
+    raise AssertionError(f"host not ready again: {isolated_host(c.execute('INFO', 'MODULES'))}")
+
+
 def runnable_seconds_by_thread(pid: int) -> dict[int, float]:
     """Seconds each thread of process pid (by thread id; the main thread's is pid) has been
     running or waiting to run (the first two fields of /proc/<pid>/task/<tid>/schedstat). A
