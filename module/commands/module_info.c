@@ -13,6 +13,7 @@
 
 #include "core/config.h"
 #include "engine/completion.h"
+#include "engine/write_gate.h"
 #include "engine/inline_run.h"
 #include "engine/main_spin.h"
 #include "engine/run_queue.h"
@@ -138,6 +139,10 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddFieldLongLong(ctx, "completions", Completion_Count());
     RedisModule_InfoAddFieldLongLong(ctx, "completion_wakeups", Completion_Wakeups());
     RedisModule_InfoAddFieldLongLong(ctx, "completion_drains", Completion_Drains());
+    /* Finished runs answered without writing (engine/write_gate.h). */
+    RedisModule_InfoAddFieldLongLong(ctx, "completion_paused_refusals",
+                                     WriteGate_PausedRefusals());
+    RedisModule_InfoAddFieldLongLong(ctx, "completion_redirects", WriteGate_Redirects());
 
     /* Not in a crash report: it takes the isolation locks. */
     if (!for_crash_report) Iso_InfoSection(ctx, isKindDefault);

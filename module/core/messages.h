@@ -42,6 +42,11 @@
     "ERR this server cannot check a key against the caller's ACL user: it lacks the module " \
     "ACL API (Redis 7.0) and the user may not access every key (the module argument "       \
     "UNSAFE_NO_ACL_CHECKS yes skips the check)"
+/* Ours: a run's call while writes are paused, on a server whose
+ * RedisModule_Call cannot refuse only the writes ("W", Redis 7.0). */
+#define CALL_WRITES_PAUSED                                                                   \
+    "ERR redis.execute is refused while writes are paused (CLIENT PAUSE or a failover) on "  \
+    "this server: it cannot tell a write from a read here; run it again when the pause ends"
 
 /* --- keys --- */
 #define RAI_ERR_MODEL_KEY_EMPTY "ERR model key is empty"

@@ -12,6 +12,7 @@
 #include "engine/inline_run.h"
 #include "engine/main_spin.h"
 #include "engine/tensor_reply.h"
+#include "engine/write_gate.h"
 #include "types/model.h"
 #include "types/run_stats.h"
 #include "types/script.h"
@@ -161,11 +162,42 @@ int Dag_Reply(RedisModuleCtx *ctx, RAI_Dag *dag) {
     return REDISMODULE_OK;
 }
 
+/* The keys a finished DAG would write now: its PERSIST targets that got a
+ * tensor, unless an op failed or it timed out (then nothing is stored).
+ * Returns how many, in keys (room for dag->npersist). */
+static size_t keysToWrite(const RAI_Dag *dag, RedisModuleString **keys) {
+    if (dag->timed_out || firstFailure(dag) != NULL) return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < dag->npersist; i++) {
+        if (dag->slots[dag->persist[i].slot] != NULL) keys[n++] = dag->persist[i].key;
+    }
+    return n;
+}
+
+/* A queued run may end after Redis's routing of its command stopped
+ * holding (write_gate.h): then it is answered as Redis would answer the
+ * command sent now, and writes nothing. */
+static int refusedWrite(RedisModuleCtx *ctx, const RAI_Dag *dag) {
+    if (dag->npersist == 0) return 0;
+    RedisModuleString *room[8];
+    RedisModuleString **keys =
+        dag->npersist <= 8 ? room : RedisModule_Alloc(dag->npersist * sizeof(*keys));
+    size_t n = keysToWrite(dag, keys);
+    char msg[WRITE_GATE_MSG_LEN];
+    const char *refusal = n > 0 ? WriteGate_Refusal(ctx, keys, n, msg) : NULL;
+    if (keys != room) RedisModule_Free(keys);
+    if (refusal == NULL) return 0;
+    RedisModule_ReplyWithError(ctx, refusal);
+    return 1;
+}
+
 int Dag_ReplyCallback(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     REDISMODULE_NOT_USED(argv);
     REDISMODULE_NOT_USED(argc);
     MainSpin_Note();
-    return Dag_Reply(ctx, RedisModule_GetBlockedClientPrivateData(ctx));
+    RAI_Dag *dag = RedisModule_GetBlockedClientPrivateData(ctx);
+    if (refusedWrite(ctx, dag)) return REDISMODULE_OK;
+    return Dag_Reply(ctx, dag);
 }
 
 /* Runs after the reply callback, or alone when the client went away: the

@@ -21,6 +21,7 @@
 #include "engine/dag.h"
 #include "engine/noperm.h"
 #include "engine/run_queue.h"
+#include "engine/write_gate.h"
 #include "redisai/reply_texts.h"
 #include "redismodule.h"
 #include "types/model_type.h"
@@ -238,7 +239,10 @@ static void unlockRedis(RedisModuleCtx *ctx) {
 static RAI_CallReply *callConverted(RedisModuleCtx *ctx, const char *fmt, RedisModuleString **argv,
                                     int argc) {
     char f[8];
-    snprintf(f, sizeof(f), "%sv", fmt);
+    /* While writes are paused, propagating one makes Redis assert (a write
+     * could be lost in a failover; engine/write_gate.h): "W" has Redis
+     * refuse write commands, in its own words. */
+    snprintf(f, sizeof(f), "%s%sv", fmt, WriteGate_Paused() ? "W" : "");
     RedisModuleCallReply *r = RedisModule_Call(
         ctx, RedisModule_StringPtrLen(argv[0], NULL), f, argv + 1, (size_t)(argc - 1));
     if (r == NULL) {
@@ -281,6 +285,9 @@ static RAI_CallReply *callUnaided(RedisModuleCtx *ctx, const RAI_Caller *caller,
     if ((RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_OOM) && denyOom(ctx, argv[0])) {
         return errorReply(RAI_OOM_MSG);
     }
+    /* No "W" before 7.0: while writes are paused every call waits for none
+     * and is refused, reads too (their flags are not known here). */
+    if (WriteGate_Paused()) return errorReply(CALL_WRITES_PAUSED);
     return callConverted(ctx, "!", argv, argc);
 }
 
