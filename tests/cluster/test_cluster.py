@@ -26,101 +26,24 @@ import numpy as np
 import pytest
 import redis
 from redis.cluster import ClusterNode, RedisCluster
-from redis.crc import key_slot
 
 import onnx_models as om
 import tf_graphs
 import torch_models as tm
+from cluster_nodes import Cluster, backend_module_args, role, start_cluster
 from helpers import assert_ok
 from model_io import assert_same, get, put
-from redis_server import RedisServer, free_port
+from redis_server import RedisServer
 from resp import RawClient, RespError
 
 CROSSSLOT = "CROSSSLOT Keys in request don't hash to the same slot"
-RANGES = [(0, 5460), (5461, 10922), (10923, 16383)]
-
-
-class Cluster:
-    def __init__(self, nodes: list[RedisServer]) -> None:
-        self.nodes = nodes
-        # one hash tag per node, whose slot that node serves
-        self.tags = [self._tag_in(lo, hi) for lo, hi in RANGES]
-
-    @staticmethod
-    def _tag_in(lo: int, hi: int) -> str:
-        for i in range(100000):
-            if lo <= key_slot(f"n{i}".encode()) <= hi:
-                return f"n{i}"
-        raise AssertionError("no tag")
-
-    def key(self, node: int, name: str) -> str:
-        return f"{{{self.tags[node]}}}{name}"
-
-    def moved(self, node: int, key: str) -> str:
-        return f"MOVED {key_slot(key.encode())} 127.0.0.1:{self.nodes[node].port}"
-
-    def raw(self, node: int) -> RawClient:
-        return RawClient(self.nodes[node].port)
-
-
-def _wait_cluster_ok(nodes: list[RedisServer], timeout: float = 30.0) -> None:
-    """Every node knows all the others and the cluster serves all 16384 slots."""
-    def ok(n: RedisServer) -> bool:
-        with RawClient(n.port) as c:
-            info = c.execute("CLUSTER", "INFO").decode()
-        return "cluster_state:ok" in info and f"cluster_known_nodes:{len(nodes)}" in info
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(ok(n) for n in nodes):
-            return
-        time.sleep(0.1)
-    raise AssertionError("cluster did not reach state ok:\n" +
-                         "\n".join(n.log()[-2000:] for n in nodes))
-
-
-def _backend_args(all_backend_paths) -> list[str]:
-    args: list[str] = []
-    for kind, path in all_backend_paths.items():
-        args += [kind, str(path)]
-    return args
-
-
-def start_cluster(module_path, module_args: list[str], nodes: list[RedisServer],
-                  replicas: int = 0) -> list[RedisServer]:
-    """Starts three masters serving RANGES, then `replicas` replicas of master 0, appending
-    every server to `nodes` as it starts (the caller stops them). Returns the replicas."""
-    # free ports are often above 55535, where the default bus port (+10000) does
-    # not exist: each node gets its own bus port, given to CLUSTER MEET too
-    bus = [free_port() for _ in range(3 + replicas)]
-    for i in range(3 + replicas):
-        nodes.append(RedisServer(module_path, module_args, extra=[
-            "--cluster-enabled", "yes", "--cluster-node-timeout", "3000",
-            "--cluster-port", str(bus[i])]))
-    for i, (n, (lo, hi)) in enumerate(zip(nodes, RANGES)):
-        c = n.client()
-        c.execute_command("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
-        c.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
-        c.close()
-    c0 = nodes[0].client()
-    for n, b in zip(nodes[1:], bus[1:]):
-        c0.execute_command("CLUSTER", "MEET", "127.0.0.1", n.port, b)
-    master0 = c0.execute_command("CLUSTER", "MYID")
-    c0.close()
-    _wait_cluster_ok(nodes)
-    for n in nodes[3:]:
-        c = n.client()
-        c.execute_command("CLUSTER", "REPLICATE", master0)
-        c.close()
-    return nodes[3:]
 
 
 @pytest.fixture(scope="module")
 def cluster(module_path, all_backend_paths) -> Iterator[Cluster]:
     nodes: list[RedisServer] = []
     try:
-        start_cluster(module_path, _backend_args(all_backend_paths), nodes)
-        yield Cluster(nodes)
+        yield start_cluster(module_path, backend_module_args(all_backend_paths), nodes)
         for n in nodes:
             assert n.alive(), n.log()
     finally:
@@ -369,11 +292,6 @@ def test_bare_command_name_is_an_error(stored: Cluster, name: str):
 # Failover: a replica of a master takes over, with runnable models
 # --------------------------------------------------------------------------------------
 
-def _role(n: RedisServer) -> bytes:
-    with RawClient(n.port) as c:
-        return c.execute("ROLE")[0]
-
-
 def test_failover_keeps_models_runnable(module_path, all_backend_paths):
     """A fourth node replicates master 0 (full sync of its models and scripts), takes over
     with CLUSTER FAILOVER, and runs every model and script of the slot range it now serves;
@@ -381,8 +299,9 @@ def test_failover_keeps_models_runnable(module_path, all_backend_paths):
     runs: the replica never ran anything while it was one."""
     nodes: list[RedisServer] = []
     try:
-        [replica] = start_cluster(module_path, _backend_args(all_backend_paths), nodes, 1)
-        cl = Cluster(nodes[:3])
+        cl = start_cluster(module_path, backend_module_args(all_backend_paths), nodes,
+                           replicas=(0,))
+        [replica] = cl.replicas
         k = cl.key
         with cl.raw(0) as c:
             assert_ok(c.execute("AI.MODELSTORE", k(0, "pt"), "TORCH", "CPU", "BLOB",
@@ -407,7 +326,7 @@ def test_failover_keeps_models_runnable(module_path, all_backend_paths):
             assert_same(get(r, k(0, "before")), A + B)
             assert_ok(r.execute("CLUSTER", "FAILOVER"))
         deadline = time.monotonic() + 30
-        while _role(replica) != b"master" or _role(nodes[0]) != b"slave":
+        while role(replica) != b"master" or role(nodes[0]) != b"slave":
             assert time.monotonic() < deadline, replica.log()[-2000:]
             time.sleep(0.1)
         rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", n.port) for n in nodes[1:]])

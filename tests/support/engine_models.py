@@ -379,17 +379,19 @@ def framework_versions() -> dict[str, str]:
 # A slow TF run to hold the CPU queue's worker (tests/support/tf_graphs.py's slow graph)
 # --------------------------------------------------------------------------------------
 
-def calibrate_slow(c: Any, key: str = "slow") -> Any:
+def calibrate_slow(c: Any, key: str = "slow", tag: str = "") -> Any:
     """Stores tf_graphs.slow_graph() as `key` on CPU (BATCHSIZE 0) and measures it.
     Returns n(seconds) -> the loop count of a run lasting about that long. The model key,
-    once stored, must not be deleted by the caller's tests (FLUSHALL would remove it)."""
+    once stored, must not be deleted by the caller's tests (FLUSHALL would remove it).
+    `tag` ("{t}") prefixes its scratch tensors, to keep them in the model's cluster slot."""
     assert c.execute("AI.MODELSTORE", key, "TF", "CPU", "INPUTS", 1, "n", "OUTPUTS", 1, "out",
                      "BLOB", tf_graphs.slow_graph()) == "OK"
 
     def run(n: int) -> float:
-        assert c.execute("AI.TENSORSET", "__n_cal", "INT32", "VALUES", n) == "OK"
+        assert c.execute("AI.TENSORSET", f"{tag}__n_cal", "INT32", "VALUES", n) == "OK"
         t0 = time.perf_counter()
-        reply = c.execute("AI.MODELEXECUTE", key, "INPUTS", 1, "__n_cal", "OUTPUTS", 1, "__o_cal")
+        reply = c.execute("AI.MODELEXECUTE", key, "INPUTS", 1, f"{tag}__n_cal", "OUTPUTS", 1,
+                          f"{tag}__o_cal")
         assert reply == "OK", reply
         return time.perf_counter() - t0
 
@@ -403,7 +405,7 @@ def calibrate_slow(c: Any, key: str = "slow") -> Any:
         t3 = run(3 * n)
         _SLOW_CALIBRATION["per_iter"] = max((t3 - t) / (2 * n), t3 / (3 * n) / 4)
     per_iter = _SLOW_CALIBRATION["per_iter"]
-    c.execute("DEL", "__n_cal", "__o_cal")
+    c.execute("DEL", f"{tag}__n_cal", f"{tag}__o_cal")
     return lambda seconds: max(1, int(seconds / per_iter))
 
 

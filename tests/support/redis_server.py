@@ -152,6 +152,17 @@ class RedisServer:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def kill(self) -> None:
+        """kill -9: no shutdown, no save (a crashed machine)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self) -> None:
+        """Starts the same command again: same port, same dir (its nodes.conf, RDB, AOF)."""
+        self._start(None, None)
+        self._wait_ready()
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
