@@ -177,3 +177,41 @@ def move_slot(nodes: Sequence[RedisServer], src: RedisServer, dst: RedisServer,
 
 def backend_module_args(all_backend_paths) -> list[str]:
     return [word for kind, path in all_backend_paths.items() for word in (kind, str(path))]
+
+
+def fail_over_to(replica: RedisServer, timeout: float = 60.0) -> int:
+    """CLUSTER FAILOVER on replica until it is a master; returns the tries it took. A
+    failover of the same shard soon after another one times out: masters refuse to vote
+    twice for it within two node timeouts (Redis's rule), so it is asked again."""
+    deadline = time.monotonic() + timeout
+    tries = 0
+    while time.monotonic() < deadline:
+        tries += 1
+        with RawClient(replica.port) as c:
+            reply = c.execute("CLUSTER", "FAILOVER")
+            assert reply == "OK", reply
+        step = time.monotonic() + 7.0  # Redis gives a manual failover 5 s
+        while time.monotonic() < min(step, deadline):
+            if role(replica) == b"master":
+                return tries
+            time.sleep(0.1)
+    raise AssertionError("failover did not happen:\n" + replica.log()[-3000:])
+
+
+def _offset(n: RedisServer, field: str) -> int:
+    with RawClient(n.port) as c:
+        info = c.execute("INFO", "replication").decode()
+    for line in info.splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split(":")[1])
+    return -1
+
+
+def wait_caught_up(master: RedisServer, replica: RedisServer, timeout: float = 60.0) -> None:
+    """The replica applied everything the master had written when this was called. (WAIT
+    counts only the writes of its own connection; the writes here came from others.)"""
+    target = _offset(master, "master_repl_offset")
+    deadline = time.monotonic() + timeout
+    while _offset(replica, "slave_repl_offset") < target:
+        assert time.monotonic() < deadline, replica.log()[-2000:]
+        time.sleep(0.05)
