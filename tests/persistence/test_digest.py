@@ -58,6 +58,21 @@ def all_distinct(c: RawClient, keys: list[str]) -> dict[str, bytes]:
     return got
 
 
+def assert_told_apart(c: RawClient, keys: list[str]) -> None:
+    """Two keys digest the same exactly when their DUMP payloads (the RDB value) are the same:
+    equal digests above are not those of a type without a digest method, one value for
+    every key."""
+    by_digest: dict[str, set[bytes]] = {}
+    by_payload: dict[bytes, set[str]] = {}
+    for k in keys:
+        d, payload = str(digest(c, k)), c.execute("DUMP", k)
+        by_digest.setdefault(d, set()).add(payload)
+        by_payload.setdefault(payload, set()).add(d)
+    assert all(len(v) == 1 for v in by_digest.values()), "one digest for different values"
+    assert all(len(v) == 1 for v in by_payload.values()), "two digests for one value"
+    assert len(by_digest) > len(keys) // 2, by_digest.keys()
+
+
 def tensorset(c: RawClient, key: str, *args: Any) -> None:
     assert_ok(c.execute("AI.TENSORSET", key, *args))
 
@@ -176,6 +191,7 @@ def test_dump_restore_under_another_name_keeps_the_digest(c):
         payload = c.execute("DUMP", key)
         assert_ok(c.execute("RESTORE", "copy:" + key, 0, payload))
         assert digest(c, "copy:" + key) == digest(c, key), key
+    assert_told_apart(c, keys)
 
 
 def test_another_chunk_size_keeps_the_digest(c, start_server: StartServer, all_backend_paths,
@@ -188,6 +204,7 @@ def test_another_chunk_size_keeps_the_digest(c, start_server: StartServer, all_b
     for key in keys:
         assert_ok(o.execute("RESTORE", key, 0, c.execute("DUMP", key)))
         assert digest(o, key) == digest(c, key), key
+    assert_told_apart(o, keys)
     # The corpus's tensor in DB 1 too: then the whole keyspaces digest the same.
     db1_key = pc.DB1_TENSOR[0]
     for client in (c, o):
@@ -224,5 +241,6 @@ def test_a_replica_digests_what_its_master_does(servers, sync_mode):
     assert "streamed:out" in keys and len(keys) > 10, keys
     for key in keys:
         assert digest(rc, key) == digest(mc, key), key
+    assert_told_apart(rc, keys)
     assert db_digest(rc) == db_digest(mc)
     assert master.alive() and replica.alive(), replica.log()
