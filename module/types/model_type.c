@@ -21,6 +21,7 @@
 #include "core/messages.h"
 #include "loader/backend_loader.h"
 #include "types/aof_args.h"
+#include "types/digest_io.h"
 #include "types/model.h"
 #include "types/rdb_io.h"
 #include "types/stored.h"
@@ -215,6 +216,23 @@ static void ModelRdbSave(RedisModuleIO *io, void *value) {
     }
 }
 
+/* The fields ModelRdbSave writes, in its order; the blob as one buffer,
+ * whatever the chunk size (each server's own). */
+static void ModelDigest(RedisModuleDigest *md, void *value) {
+    RAI_Model *m = value;
+    RedisModule_DigestAddLongLong(md, m->backend);
+    DigestIO_AddCString(md, m->device_str);
+    DigestIO_AddOptCString(md, m->backend_name);
+    RedisModule_DigestAddStringBuffer(md, m->tag, m->tag_len);
+    RedisModule_DigestAddLongLong(md, m->batchsize);
+    RedisModule_DigestAddLongLong(md, m->minbatchsize);
+    RedisModule_DigestAddLongLong(md, m->minbatchtimeout);
+    DigestIO_AddNames(md, m->ninputs, m->inputs);
+    DigestIO_AddNames(md, m->noutputs, m->outputs);
+    RedisModule_DigestAddStringBuffer(md, m->blob, m->blob_len);
+    RedisModule_DigestEndSequence(md);
+}
+
 static void ModelAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *value) {
     RAI_Model *m = value;
     size_t chunk = (size_t)rai_config.model_chunk_size;
@@ -274,6 +292,7 @@ int ModelType_Register(RedisModuleCtx *ctx) {
         .rdb_load = ModelRdbLoad,
         .rdb_save = ModelRdbSave,
         .aof_rewrite = ModelAofRewrite,
+        .digest = ModelDigest,
         .mem_usage = ModelMemUsage,
         .free = ModelFree,
     };

@@ -18,6 +18,7 @@
 #include "core/messages.h"
 #include "loader/backend_loader.h"
 #include "types/aof_args.h"
+#include "types/digest_io.h"
 #include "types/rdb_io.h"
 #include "types/script.h"
 #include "types/stored.h"
@@ -104,6 +105,16 @@ static void ScriptRdbSave(RedisModuleIO *io, void *value) {
     for (size_t i = 0; i < s->nentry_points; i++) RdbIO_SaveCString(io, s->entry_points[i]);
 }
 
+/* The fields ScriptRdbSave writes, in its order. */
+static void ScriptDigest(RedisModuleDigest *md, void *value) {
+    RAI_Script *s = value;
+    DigestIO_AddCString(md, s->device_str);
+    RedisModule_DigestAddStringBuffer(md, s->tag, s->tag_len);
+    RedisModule_DigestAddStringBuffer(md, s->source, s->source_len);
+    DigestIO_AddNames(md, s->nentry_points, s->entry_points);
+    RedisModule_DigestEndSequence(md);
+}
+
 static void ScriptAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *value) {
     RAI_Script *s = value;
     AofArgs a;
@@ -139,6 +150,7 @@ int ScriptType_Register(RedisModuleCtx *ctx) {
         .rdb_load = ScriptRdbLoad,
         .rdb_save = ScriptRdbSave,
         .aof_rewrite = ScriptAofRewrite,
+        .digest = ScriptDigest,
         .mem_usage = ScriptMemUsage,
         .free = ScriptFree,
     };

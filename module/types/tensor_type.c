@@ -14,6 +14,7 @@
 
 #include "core/messages.h"
 #include "core/tensor.h"
+#include "types/digest_io.h"
 
 RedisModuleType *RAI_TensorType = NULL;
 
@@ -335,6 +336,22 @@ static void TensorRdbSave(RedisModuleIO *io, void *value) {
     }
 }
 
+/* The fields TensorRdbSave writes, in its order. */
+static void TensorDigest(RedisModuleDigest *md, void *value) {
+    RAI_Tensor *t = value;
+    RedisModule_DigestAddLongLong(md, t->dtype.code);
+    RedisModule_DigestAddLongLong(md, t->dtype.bits);
+    RedisModule_DigestAddLongLong(md, t->ndims);
+    for (int i = 0; i < t->ndims; i++) RedisModule_DigestAddLongLong(md, t->dims[i]);
+    RedisModule_DigestAddStringBuffer(md, t->data, t->nbytes);
+    if (DType_IsString(t->dtype)) {
+        /* One buffer, as the data is: host order, like the RDB's numbers. */
+        RedisModule_DigestAddStringBuffer(md, (const char *)t->offsets,
+                                          t->len * sizeof(t->offsets[0]));
+    }
+    RedisModule_DigestEndSequence(md);
+}
+
 static void TensorAofRewrite(RedisModuleIO *aof, RedisModuleString *key, void *value) {
     RAI_Tensor *t = value;
     RedisModuleCtx *ctx = RedisModule_GetContextFromIO(aof);
@@ -362,6 +379,7 @@ int TensorType_Register(RedisModuleCtx *ctx) {
         .rdb_load = TensorRdbLoad,
         .rdb_save = TensorRdbSave,
         .aof_rewrite = TensorAofRewrite,
+        .digest = TensorDigest,
         .mem_usage = TensorMemUsage,
         .free = TensorFree,
     };
