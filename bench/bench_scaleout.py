@@ -12,8 +12,7 @@ each shard and together, and each node's CPU seconds per request (all its thread
 /proc/<pid>/task/*/schedstat). On this 2-core machine the sum cannot grow with N: the figure
 that carries over is CPU per request per node, and the projection for N machines is N times
 one node's throughput (a request touches one node; the cluster adds a redirect only when a
-client's slot map is stale). Also measured: what a request sent to the wrong node costs
-there (the MOVED reply).
+client's slot map is stale).
 
 Part `migrate`: a 2-master cluster; a `--mib` MiB ONNX model (tests/support/cluster_load.py)
 and a STRING of the same size, each moved from one master to the other and back `--reps`
@@ -50,18 +49,19 @@ import bench as base  # noqa: E402  (puts tests/support/ on sys.path)
 import floor_tools  # noqa: E402
 from bench_threads import on_cpu_s  # noqa: E402
 from cluster_load import big_gather_model  # noqa: E402
-from cluster_nodes import begin_move, end_move, migrate_keys, start_cluster  # noqa: E402
+from cluster_nodes import begin_move, end_move, migrate_keys, start_cluster, tag_in  # noqa: E402
 from redis.crc import key_slot  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
 from resp import RawClient  # noqa: E402
 
-BACKEND_DIRS = {"TF": "redisai_tensorflow", "TORCH": "redisai_torch", "ONNX": "redisai_onnxruntime"}
+from bench_floor import BACKEND_DIRS  # noqa: E402
+from paths import backend_file  # noqa: E402
+
 MODELS = ("trivial", "cnn")
 
 
 def backend_so(install: pathlib.Path, kind: str) -> pathlib.Path:
-    [so] = (install / "backends").glob(f"{BACKEND_DIRS[kind]}*/{BACKEND_DIRS[kind]}.so")
-    return so
+    return backend_file(install, BACKEND_DIRS[kind])
 
 
 # --- scale ---------------------------------------------------------------------------------
@@ -130,10 +130,6 @@ def scale_cell(install: pathlib.Path, kind: str, shards: int, manifest: dict[str
         out: dict[str, Any] = {}
         for model in MODELS:
             out[model] = drive(loads, [c[model] for c in cmds], pids, clients, seconds)
-        if shards >= 2:  # the wrong node answers MOVED: its cost there
-            wrong = floor_tools.Load(load_exe, masters[1].port, work / "n1")
-            out["moved"] = drive([wrong], [cmds[0]["trivial"]], [masters[1].proc.pid], clients,
-                                 seconds)
         for m in masters:
             assert m.alive(), m.log()[-2000:]
         return out
@@ -147,9 +143,7 @@ def print_scale(cells: dict[str, dict[str, Any]]) -> None:
     print(f"{'shards':>10} {'model':>8} {'rps total':>10} {'rps per node':>24} "
           f"{'CPU ms/req per node':>28} {'p50 us':>16}")
     for label, cell in cells.items():
-        for model in (*MODELS, "moved"):
-            if model not in cell:
-                continue
+        for model in MODELS:
             c = cell[model]
             per = ", ".join(f"{n['rps']:.0f}" for n in c["nodes"])
             cpu = ", ".join(f"{n['cpu_ms_per_req']:.3f}" for n in c["nodes"])
@@ -205,7 +199,7 @@ def migrate_part(install: pathlib.Path, mib: int, reps: int) -> dict[str, Any]:
         cl = start_cluster(install / "redisai.so", ["ONNX", str(so)], nodes, masters=2,
                            extra=["--proto-max-bulk-len", "1gb"])
         a, b = cl.masters
-        tag_m, tag_s = "{" + cl.tags[0] + "}", "{" + cl.tags[0] + "x}"
+        tag_m, tag_s = "{" + cl.tags[0] + "}", "{" + tag_in(*cl.ranges[0], prefix="s") + "}"
         slot_m, slot_s = key_slot(tag_m.encode()), key_slot(tag_s.encode())
         assert slot_m != slot_s
         c = base.Client(a.port)
