@@ -13,7 +13,9 @@ on a slot that moves gets MOVED):
   target with ASKING runs there;
 * the other order: the run ends before the slot moves, or while it migrates with the output
   still here: the output is written here and travels with the slot;
-* DAGs with PERSIST alike; INFO counts the redirects (`ai_completion_redirects`).
+* DAGs with PERSIST alike; INFO counts the redirects (`ai_completion_redirects`);
+* a slot left half-moved with a tensor on both nodes: `redis-cli --cluster fix` reports two
+  different copies (the types' digests) and merges equal ones.
 
 A slow TF graph holds the one worker (THREADS_PER_QUEUE 1) for about RUN_SECONDS while the
 test moves the slot with CLUSTER SETSLOT + MIGRATE, as redis-cli --cluster reshard does.
@@ -21,6 +23,9 @@ test moves the slot with CLUSTER SETSLOT + MIGRATE, as redis-cli --cluster resha
 from __future__ import annotations
 
 import itertools
+import re
+import shutil
+import subprocess
 from typing import Iterator
 
 import pytest
@@ -213,3 +218,51 @@ def test_moves_abort_nothing(moves: Moves) -> None:
             info = c.execute("CLUSTER", "INFO").decode()
             assert "cluster_state:ok" in info, info
         assert node_id(n) in ids
+
+
+def half_moved_copies(moves: Moves, src_value: str, dst_value: str) -> tuple[str, int]:
+    """A slot left half-moved (as by an interrupted reshard) with a tensor on both nodes:
+    src_value on the source, dst_value written on the target by a client that followed ASK."""
+    cl = moves.cluster
+    src, dst = cl.masters
+    tag = "{" + next(moves._tags) + "}"
+    slot = key_slot(tag.encode())
+    with RawClient(src.port) as c:
+        assert_ok(c.execute("AI.TENSORSET", f"{tag}t", "FLOAT", 2, "VALUES", *src_value.split()))
+    begin_move(src, dst, slot)
+    with RawClient(dst.port) as d:
+        assert_ok(d.execute("ASKING"))
+        assert_ok(d.execute("AI.TENSORSET", f"{tag}t", "FLOAT", 2, "VALUES", *dst_value.split()))
+    return tag, slot
+
+
+def cluster_fix(port: int, *opts: str) -> str:
+    done = subprocess.run(["redis-cli", "--cluster", "fix", f"127.0.0.1:{port}", *opts],
+                          capture_output=True, text=True, timeout=120)
+    return re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
+
+
+@pytest.mark.skipif(shutil.which("redis-cli") is None, reason="no redis-cli")
+def test_cluster_fix_tells_different_copies_apart(moves: Moves) -> None:
+    """`redis-cli --cluster fix` compares DEBUG DIGEST-VALUE of the two copies: different
+    tensors are reported and left alone (before the types had digests, every AI value
+    digested the same and fix kept one copy silently); equal ones are merged."""
+    cl = moves.cluster
+    src, dst = cl.masters
+    tag, slot = half_moved_copies(moves, "2 2", "1 1")
+    out = cluster_fix(src.port)
+    assert "having different values" in out, out
+    # --cluster-replace settles it (redis-cli's fix picks the owner by key count)
+    cluster_fix(src.port, "--cluster-replace")
+    owners = [n for n in cl.masters if keys_in_slot(n.port, slot)]
+    assert len(owners) == 1, out
+    tag, slot = half_moved_copies(moves, "3 3", "3 3")
+    out = cluster_fix(src.port)
+    assert "having different values" not in out, out
+    owners = [n for n in cl.masters if keys_in_slot(n.port, slot)]
+    assert len(owners) == 1, out
+    with RawClient(owners[0].port) as c:
+        assert c.execute("AI.TENSORGET", f"{tag}t", "VALUES") == [b"3", b"3"]
+    for n in cl.masters:
+        with RawClient(n.port) as c:
+            assert "cluster_state:ok" in c.execute("CLUSTER", "INFO").decode()
