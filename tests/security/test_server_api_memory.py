@@ -18,6 +18,7 @@ that scripts may call at all.
 from __future__ import annotations
 
 import pathlib
+import time
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -59,6 +60,9 @@ CALLS = 10
 # replies' buffers, the allocator's bins); a lost key-position buffer costs at least 56
 # bytes per call, 112 KB over the 2,000 calls of a run of the 7-key MGET.
 TOLERANCE = 8 * 1024
+POOL_FILL = 16
+# Redis's cron runs 10 times a second (hz 10).
+POOL_SETTLE = 0.5
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +75,9 @@ def srv(start_server: Callable[..., RedisServer], torch_backend_path: pathlib.Pa
     with RawClient(srv.port) as admin:
         pw, rules = APP
         assert_ok(admin.execute("ACL", "SETUSER", "app", "on", f">{pw}", *rules.split()))
+        setup_keys(admin)
+        fill_temp_client_pool(admin)
+        assert_ok(admin.execute("FLUSHALL", "SYNC"))
     return srv
 
 
@@ -105,6 +112,24 @@ def setup_keys(admin: RawClient) -> None:
         assert_ok(admin.execute("AI.TENSORSET", key, "FLOAT", *value.shape,
                                 "BLOB", value.tobytes()))
     assert_ok(admin.execute("SET", "secret", "x"))
+
+
+def fill_temp_client_pool(admin: RawClient) -> None:
+    """Fills Redis's pool of temporary clients for modules (a blocked client's reply, a
+    thread-safe context, RedisModule_Call): POOL_FILL runs blocked at once take that many,
+    and the server's cron frees the idle ones above 8 only a few at a time. A run needs at
+    most 3 at once, so the pool no longer grows while this file measures (it grew by one
+    client, 20-30 KB, the first time a run needed one more); it may still shrink, and
+    used_memory then falls."""
+    port = admin.sock.getpeername()[1]
+    clients = [RawClient(port) for _ in range(POOL_FILL)]
+    for c in clients:
+        c.send("AI.SCRIPTEXECUTE", "k:s", "add", "INPUTS", 2, "k:a", "k:b", "OUTPUTS", 1, "k:o")
+    for c in clients:
+        assert_ok(c.read())
+        c.close()
+    assert admin.execute("PING") == "PONG"
+    time.sleep(POOL_SETTLE)
 
 
 def lost_bytes(admin: RawClient, run: Callable[[], None], runs: int = RUNS) -> int:
