@@ -61,8 +61,8 @@ if [ "$#" -eq 0 ]; then
             tests/persistence/test_persistence.py tests/persistence/test_dump_restore.py
             tests/persistence/test_rdb_legacy.py tests/persistence/test_rdb_both_ways.py
             tests/persistence/test_replication.py tests/execution/test_slowlog_round_trip.py
-            tests/security/test_script_acl.py tests/stats/test_stats_info.py
-            tests/backends/test_backend_loading.py tests/compat)
+            tests/security/test_script_acl.py tests/security/test_server_api_memory.py
+            tests/stats/test_stats_info.py tests/backends/test_backend_loading.py tests/compat)
     run_pass "redis-7.4, the subset" --server redis-7.4 "${subset[@]}"
     run_pass "valkey-8.1, the subset" --server valkey-8.1 "${subset[@]}"
 
@@ -73,7 +73,7 @@ if [ "$#" -eq 0 ]; then
         tests/backends/test_backend_loading.py tests/compat \
         tests/persistence/test_rdb_legacy.py tests/persistence/test_rdb_both_ways.py \
         tests/execution/test_worker_spin.py tests/execution/test_completion.py \
-        tests/execution/test_request_life.py
+        tests/execution/test_request_life.py tests/security/test_server_api_memory.py
 fi
 
 echo "ci: summary"

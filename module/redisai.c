@@ -23,6 +23,7 @@
 #include "core/memory.h"
 #include "core/server.h"
 #include "engine/batch.h"
+#include "engine/command_arity.h"
 #include "engine/host_api.h"
 #include "engine/noperm.h"
 #include "engine/run_queue.h"
@@ -90,6 +91,13 @@ static void onShutdown(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, vo
     Iso_Shutdown();
 }
 
+/* A module loaded or unloaded adds or takes away commands: what scripts'
+ * calls learned of the commands' arity may be wrong now. */
+static void onModuleChange(RedisModuleCtx *ctx, RedisModuleEvent e, uint64_t sub, void *data) {
+    (void)ctx, (void)e, (void)sub, (void)data;
+    CommandArity_Reset();
+}
+
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
                                                           RedisModuleString **argv, int argc) {
     if (RedisModule_Init(ctx, "ai", REDISAI_VERSION_NUM, REDISMODULE_APIVER_1) ==
@@ -132,6 +140,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     Backend_Init(host);
     Iso_Init(ctx, host);
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Shutdown, onShutdown);
+    RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ModuleChange, onModuleChange);
     if (Config_ApplyLoadArgs(ctx, argv, argc) != REDISMODULE_OK) return REDISMODULE_ERR;
 
     RAI_Error err;

@@ -12,7 +12,7 @@ static int aclApiPresent(void) {
     return RedisModule_GetClientUserNameById && RedisModule_GetModuleUserFromUserName &&
            RedisModule_FreeModuleUser && RedisModule_ACLCheckCommandPermissions &&
            RedisModule_ACLCheckKeyPermissions && RedisModule_ACLAddLogEntry &&
-           RedisModule_GetCommandKeys && RedisModule_SetContextUser;
+           RedisModule_SetContextUser;
 }
 
 int Server_Init(RedisModuleCtx *ctx) {

@@ -18,6 +18,7 @@
 #include "core/server.h"
 #include "core/tensor.h"
 #include "engine/caller.h"
+#include "engine/command_arity.h"
 #include "engine/dag.h"
 #include "engine/noperm.h"
 #include "engine/run_queue.h"
@@ -205,20 +206,12 @@ static RAI_CallReply *refusal(RedisModuleCtx *ctx, RedisModuleUser *u, RedisModu
 /* NULL when user u may run argv (command and keys, Redis 7 rules), else the
  * refusal. Redis checks the arity before the ACL, and so must we: with too
  * few arguments a built-in command's key positions lie past argv (Redis
- * panics). GetCommandKeys checks the arity of commands with keys; an
- * unknown command or a wrong arity is left to the call, which reports it
- * before it would run anything. */
+ * panics). An unknown command or a wrong arity is left to the call, which
+ * reports it before it would run anything. */
 static RAI_CallReply *checkPermissions(RedisModuleCtx *ctx, RedisModuleUser *u,
                                        RedisModuleString *uname, RedisModuleString **argv,
                                        int argc) {
-    int nkeys = 0;
-    errno = 0;
-    int *keys = RedisModule_GetCommandKeys(ctx, argv, argc, &nkeys);
-    if (keys != NULL) {
-        RedisModule_Free(keys);
-    } else if (errno == ENOENT || errno == EINVAL) {
-        return NULL;
-    }
+    if (CommandArity_Check(ctx, argv, argc) != COMMAND_ARITY_OK) return NULL;
     if (RedisModule_ACLCheckCommandPermissions(u, argv, argc) == REDISMODULE_OK) return NULL;
     return refusal(ctx, u, uname, argv, argc);
 }

@@ -263,10 +263,12 @@ def test_app_cannot_read_or_write_other_keys_through_a_script(wording, admin, ap
 
 def test_arity_and_unknown_commands_keep_redis_texts(torch_server, admin, app):
     """The ACL check must not look for keys past argv: Redis checks the arity first (a
-    built-in's key positions past argv make Redis panic), and so does the module."""
+    built-in's key positions past argv make Redis panic), and so does the module, of
+    subcommands too (CONFIG GET, which app may not run, gets the arity error first)."""
     store_script(app, "app:s")
-    for command in (("GET",), ("SET", "secret"), ("HGET", "app:h"), ("CONFIG",),
-                    ("NOSUCHCOMMAND", "x")):
+    for command in (("GET",), ("GET", "app:a", "app:b"), ("SET", "secret"), ("HGET", "app:h"),
+                    ("MGET",), ("CONFIG",), ("CONFIG", "GET"), ("OBJECT", "ENCODING"),
+                    ("XINFO", "STREAM"), ("NOSUCHCOMMAND", "x")):
         direct = app.execute(*command)
         assert isinstance(direct, RespError), (command, direct)
         assert_script_error(run_call(app, "app:s", "app:o", *command), WRAP + str(direct))

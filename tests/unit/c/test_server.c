@@ -47,7 +47,6 @@ static void giveAclApi(void) {
     HAVE(RedisModule_ACLCheckCommandPermissions);
     HAVE(RedisModule_ACLCheckKeyPermissions);
     HAVE(RedisModule_ACLAddLogEntry);
-    HAVE(RedisModule_GetCommandKeys);
     HAVE(RedisModule_SetContextUser);
 }
 
