@@ -50,14 +50,15 @@ if [ "$#" -eq 0 ]; then
 
     # Other servers (README.md, "What is supported"): models, scripts, DAGs and batching,
     # blocking commands and timeouts, inline runs, the spins, the completion path and a
-    # request's life, persistence (RDB, AOF, DUMP/RESTORE, RedisAI 1.2's
-    # encodings both ways), replication, SLOWLOG, the script ACL, INFO and AI.INFO, backend
+    # request's life, runs in flight while writes are paused, persistence (RDB, AOF,
+    # DUMP/RESTORE, digests, RedisAI 1.2's encodings both ways), replication, SLOWLOG, the script ACL, INFO and AI.INFO, backend
     # loading, and tests/compat/ (what differs between servers).
     subset=(tests/models/test_models.py tests/scripts/test_scripts.py
             tests/execution/test_dag.py tests/execution/test_batching.py
             tests/execution/test_blocking_commands.py tests/execution/test_timeouts.py
             tests/execution/test_inline_runs.py tests/execution/test_worker_spin.py
             tests/execution/test_completion.py tests/execution/test_request_life.py
+            tests/execution/test_write_pause.py tests/persistence/test_digest.py
             tests/persistence/test_persistence.py tests/persistence/test_dump_restore.py
             tests/persistence/test_rdb_legacy.py tests/persistence/test_rdb_both_ways.py
             tests/persistence/test_replication.py tests/execution/test_slowlog_round_trip.py
@@ -73,7 +74,12 @@ if [ "$#" -eq 0 ]; then
         tests/backends/test_backend_loading.py tests/compat \
         tests/persistence/test_rdb_legacy.py tests/persistence/test_rdb_both_ways.py \
         tests/execution/test_worker_spin.py tests/execution/test_completion.py \
-        tests/execution/test_request_life.py tests/security/test_server_api_memory.py
+        tests/execution/test_request_life.py tests/security/test_server_api_memory.py \
+        tests/execution/test_write_pause.py tests/persistence/test_digest.py
+
+    # The cluster tests on Valkey too (slots moving under runs, resharding and failover under
+    # load): its cluster bus and failover are its own code since the fork.
+    run_pass "valkey-8.1, the cluster" --server valkey-8.1 tests/cluster
 fi
 
 echo "ci: summary"
