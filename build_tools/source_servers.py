@@ -20,7 +20,7 @@ uses for the wheels' servers:
 3. `make` (MAKE_ARGS) with the dependencies the sources bundle (jemalloc, Lua,
    hiredis, ...): nothing is downloaded. Redis 8's vector sets are compiled into
    the server; the modules that download their own dependencies
-   (BUILD_WITH_MODULES=yes) are not built. About 1-2 minutes each on 2 cores,
+   (BUILD_WITH_MODULES=yes) are not built. About 1-3 minutes each on 2 cores,
    with a progress line every MAKE_HEARTBEAT_S seconds;
 4. the executable must answer `--version` with the pinned product and version;
    it is copied into bin/ and the source tree is deleted.
@@ -130,8 +130,8 @@ def build_tree(pin: pins.SourceServerPin, tree: Path) -> Path:
     """Runs make in the tree, printing a line now and then; the built executable."""
     cmd = make_command()
     log = tree / "make.log"
-    _say(f"building {pin.product} {pin.version} ({shlex.join(cmd)}, about 1-2 minutes; "
-         f"output in {log})")
+    _say(f"building {pin.product} {pin.version} ({shlex.join(cmd)}, about 1-3 minutes on 2 "
+         "cores; a failure repeats the end of its output)")
     started = time.monotonic()
 
     def heartbeat(elapsed: float) -> None:
