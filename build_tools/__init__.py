@@ -3,7 +3,7 @@
 Commands (python -m build_tools <command>):
   setup    system packages, .venv and the PyPI pins (system python3, stdlib only)
   headers  fetch redismodule.h and the ONNX Runtime C headers into the cache
-  servers  fetch the other servers the tests run against into the cache
+  servers  fetch (or build from source) the other servers the tests run against into the cache
   build    cmake configure + build, then lay out install/redisai-<version>/
   check    verify RUNPATH, NEEDED and exported symbols of an install tree
   serve    run redis-server with the module and every installed backend

@@ -22,7 +22,7 @@ def _parser() -> argparse.ArgumentParser:
     h.add_argument("--onnxruntime", action="store_true",
                    help="also fetch the ONNX Runtime C headers")
 
-    sv = sub.add_parser("servers", help="fetch the other test servers into the cache (as setup "
+    sv = sub.add_parser("servers", help="fetch (or build) the other test servers into the cache (as setup "
                                         "does) and print where each is")
     sv.add_argument("--where", action="store_true",
                     help="only print the executables, fetching nothing")
@@ -122,9 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.onnxruntime:
                 print(f"[headers] onnxruntime: {headers.onnxruntime_include_dir()}")
         elif args.command == "servers":
-            from . import servers
+            from . import servers, source_servers
             if not args.where:
                 servers.ensure_servers()
+                source_servers.ensure_source_servers()
             for name in servers.server_names():
                 try:
                     print(f"{name} {servers.executable(name)}")

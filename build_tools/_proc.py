@@ -1,4 +1,4 @@
-"""Running subprocesses: quietly, teed to the terminal, or on the terminal.
+"""Running subprocesses: quietly, teed to the terminal, into a log, or on the terminal.
 
 Every failure becomes a BuildError with the command, its exit code and its
 output. Private to build_tools.
@@ -9,8 +9,9 @@ import collections
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from .errors import BuildError
 
@@ -75,6 +76,47 @@ def run_tee(cmd: Sequence[str], what: str, *, cwd: Path | None = None,
             skipped = f"... (last {_TEE_TAIL_LINES} lines)\n"
         raise BuildError(f"{what} failed", command=cmd, returncode=rc,
                          output=skipped + "\n".join(tail))
+
+
+def _tail(path: Path, lines: int = _TEE_TAIL_LINES) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            tail = collections.deque(f, maxlen=lines)
+    except OSError as exc:
+        return f"(cannot read {path}: {exc.strerror})"
+    skipped = f"... (last {lines} lines of {path})\n" if len(tail) == lines else ""
+    return skipped + "".join(tail).rstrip("\n")
+
+
+def run_logged(cmd: Sequence[str], what: str, *, log: Path, heartbeat: Callable[[float], None],
+               every_s: float = 15.0, cwd: Path | None = None,
+               env: Mapping[str, str] | None = None) -> None:
+    """Runs cmd with its output written to `log`, calling heartbeat(seconds so far) every
+    `every_s` seconds: a long make shows it is alive in a CI log without thousands of lines.
+
+    On failure the BuildError repeats the log's last lines.
+    """
+    cmd = [str(c) for c in cmd]
+    started = time.monotonic()
+    with open(log, "w") as out:
+        try:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=_env(env), stdin=subprocess.DEVNULL,
+                                    stdout=out, stderr=subprocess.STDOUT)
+        except OSError as exc:
+            raise _spawn_error(what, cmd, exc) from None
+        try:
+            while True:
+                try:
+                    rc = proc.wait(timeout=every_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    heartbeat(time.monotonic() - started)
+        except BaseException:  # Ctrl-C, or a heartbeat that raised: no orphan left running
+            proc.kill()
+            proc.wait()
+            raise
+    if rc != 0:
+        raise BuildError(f"{what} failed", command=cmd, returncode=rc, output=_tail(log))
 
 
 def run_terminal(cmd: Sequence[str], what: str, *, cwd: Path | None = None,

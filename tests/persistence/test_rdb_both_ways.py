@@ -351,7 +351,7 @@ def test_v5_payloads_restore(c, models, rdb_version):
     run_script(c, "v5s:eps")
 
 
-def test_v5_rdb_file_loads(c, models, module_path, module_args, rdb_version):
+def test_v5_rdb_file_loads(c, srv, models, module_path, module_args, rdb_version):
     """An RDB file with every type at encoding 5 loads at startup, and is saved as 4."""
     store_all(c, models)
     before = {k: snapshot(c, k) for k in expected(models)}
@@ -359,8 +359,12 @@ def test_v5_rdb_file_loads(c, models, module_path, module_args, rdb_version):
         (0, k.encode()): rf.ModuleValue(t, 5, fields)
         for k, (t, fields) in v5_values(models).items()}
     keys[(0, b"plain")] = b"a string key"
+    # The magic of the server's own files: REDIS, or VALKEY on Valkey 9 (RDB version 80).
+    assert_ok(c.execute("SAVE"))
+    magic, saved_version = rf.file_header(pathlib.Path(srv.dir) / "dump.rdb")
+    assert saved_version == rdb_version
     data_dir = tempfile.mkdtemp(prefix="redisai-v5-")
-    (pathlib.Path(data_dir) / "dump.rdb").write_bytes(rf.write_rdb(rdb_version, keys))
+    (pathlib.Path(data_dir) / "dump.rdb").write_bytes(rf.write_rdb(rdb_version, keys, magic))
     second = RedisServer(module_path, module_args,
                          extra=["--dir", data_dir, "--rdbcompression", "no"])
     try:

@@ -244,6 +244,11 @@ def test_project_and_framework_versions_are_the_pins() -> None:
         distribution, version = pin.wheel.split("==")
         for stated in (pin.version, f"`{distribution}` {version}"):
             assert stated in support, f"README's support table lacks {stated} ({pin.name})"
+    install = _flat(_read(DOCS / "install.md"))
+    for source_pin in pins.SOURCE_SERVER_PINS:  # and the source packages the others are built from
+        for stated in (source_pin.version, f"`{source_pin.package}` {source_pin.package_version}"):
+            assert stated in support, f"README's support table lacks {stated} ({source_pin.name})"
+            assert stated in install, f"docs/install.md lacks {stated} ({source_pin.name})"
 
 
 # --------------------------------------------------------------------------------------

@@ -92,7 +92,7 @@ def aof_files(data_dir: str) -> dict[str, list[pathlib.Path]]:
 
 def parse_commands(data: bytes) -> list[list[bytes]]:
     """The commands of an AOF file written in RESP (no RDB preamble)."""
-    assert not data.startswith(b"REDIS"), "file has an RDB preamble, not commands"
+    assert not data.startswith((b"REDIS", b"VALKEY")), "file has an RDB preamble, not commands"
     cmds, pos = [], 0
     while pos < len(data):
         if data[pos:pos + 1] == b"#":  # annotation line (timestamps)

@@ -1,8 +1,12 @@
 """Whole RDB files (`dump.rdb`), read and written in pure Python (no redis code), for the
 module values in them (docs/persistence.md, "RDB encoding").
 
-A file is `REDIS` and a 4-digit RDB version, then opcodes and key-value pairs up to EOF and
-the CRC64 of everything before it (8 bytes, little-endian; 0 when `rdbchecksum` is off):
+A file starts with a 9-byte header, its magic and its RDB version: `REDIS` and 4 digits
+(Redis; Valkey up to 8.x, `REDIS0011`), or `VALKEY` and 3 digits (Valkey 9 on, `VALKEY080`:
+Valkey writes that magic for RDB versions above 79, the range Redis keeps). Which one a file
+has is read from the file; a file the tests write takes the magic of one its server wrote
+(`file_header`). Then opcodes and key-value pairs up to EOF and the CRC64 of everything before
+it (8 bytes, little-endian; 0 when `rdbchecksum` is off):
 
     0xFA aux field (two strings) · 0xFE SELECTDB (length) · 0xFB RESIZEDB (two lengths) ·
     0xFC expire in ms (8 bytes LE) · 0xFD expire in s (4 bytes LE) · 0xF8 LRU idle (length) ·
@@ -23,7 +27,8 @@ from typing import Union
 
 import rdb_payloads as rp
 
-MAGIC = b"REDIS"
+REDIS_MAGIC, VALKEY_MAGIC = b"REDIS", b"VALKEY"
+HEADER_LEN = 9
 RDB_TYPE_STRING = 0
 OP_FUNCTION2, OP_SLOT_INFO, OP_MODULE_AUX, OP_IDLE, OP_FREQ = 0xF5, 0xF4, 0xF7, 0xF8, 0xF9
 OP_AUX, OP_RESIZEDB, OP_EXPIRETIME_MS, OP_EXPIRETIME, OP_SELECTDB, OP_EOF = \
@@ -42,6 +47,7 @@ Value = Union[bytes, ModuleValue]
 
 @dataclasses.dataclass
 class RdbFile:
+    magic: bytes  # REDIS_MAGIC or VALKEY_MAGIC
     rdb_version: int
     aux: dict[bytes, bytes]
     keys: dict[tuple[int, bytes], Value]  # (db, key) -> value
@@ -53,13 +59,35 @@ class RdbFile:
                 if isinstance(v, ModuleValue) and v.type_name == type_name}
 
 
+def parse_header(data: bytes) -> tuple[bytes, int]:
+    """(magic, RDB version) of a file's first 9 bytes."""
+    head = data[:HEADER_LEN]
+    for magic in (REDIS_MAGIC, VALKEY_MAGIC):
+        digits = head[len(magic):]
+        if head.startswith(magic) and len(head) == HEADER_LEN and digits.isdigit():
+            return magic, int(digits)
+    raise AssertionError(f"not an RDB file: {head!r}")
+
+
+def header(magic: bytes, rdb_version: int) -> bytes:
+    """The 9 bytes that start a file: `REDIS0012`, `VALKEY080`."""
+    digits = b"%0*d" % (HEADER_LEN - len(magic), rdb_version)
+    assert len(digits) == HEADER_LEN - len(magic), (magic, rdb_version)
+    return magic + digits
+
+
+def file_header(path: pathlib.Path) -> tuple[bytes, int]:
+    """(magic, RDB version) of the file a server saved: what a file written for it takes."""
+    with open(path, "rb") as f:
+        return parse_header(f.read(HEADER_LEN))
+
+
 def parse_rdb(data: bytes) -> RdbFile:
-    assert data[:5] == MAGIC, f"not an RDB file: {data[:9]!r}"
-    out = RdbFile(int(data[5:9]), {}, {}, [])
+    out = RdbFile(*parse_header(data), {}, {}, [])
     (crc,) = struct.unpack("<Q", data[-8:])
     assert crc == 0 or rp.crc64(data[:-8]) == crc, "CRC64 mismatch"
     r = rp.Reader(data[:-8])
-    r.pos, db = 9, 0
+    r.pos, db = HEADER_LEN, 0
     while True:
         op = r.byte()
         if op == OP_EOF:
@@ -102,9 +130,11 @@ def read_rdb(path: pathlib.Path) -> RdbFile:
     return parse_rdb(path.read_bytes())
 
 
-def write_rdb(rdb_version: int, keys: dict[tuple[int, bytes], Value]) -> bytes:
-    """A file Redis loads: the keys by db, no aux fields, a CRC64."""
-    out = bytearray(MAGIC + b"%04d" % rdb_version)
+def write_rdb(rdb_version: int, keys: dict[tuple[int, bytes], Value],
+              magic: bytes = REDIS_MAGIC) -> bytes:
+    """A file the server loads: the keys by db, no aux fields, a CRC64. `magic` is the one
+    of the server's own files (file_header): Valkey 9 refuses `REDIS` with its version 80."""
+    out = bytearray(header(magic, rdb_version))
     for db in sorted({d for d, _ in keys}):
         out += bytes([OP_SELECTDB]) + rp.rdb_len(db)
         for (d, key), value in keys.items():

@@ -36,7 +36,7 @@ def make_wheel(folder: Path, members: dict[str, str]) -> Path:
 def test_names_are_the_default_then_the_pins() -> None:
     names = servers.server_names()
     assert names[0] == pins.DEFAULT_SERVER == "redis-7.0"
-    assert names[1:] == [p.name for p in pins.SERVER_PINS]
+    assert names[1:] == [p.name for p in (*pins.SERVER_PINS, *pins.SOURCE_SERVER_PINS)]
     assert len(set(names)) == len(names)
     assert servers.pin_for("valkey-8.1").product == "Valkey"
     with pytest.raises(BuildError, match="unknown server 'redis-5.0': one of redis-7.0, "):
