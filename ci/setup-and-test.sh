@@ -7,7 +7,8 @@
 #   1. the whole suite on Debian's redis-server 7.0 (the default server);
 #   2. the engine's tests again with every backend kind isolated (--isolate all);
 #   3. a representative subset on Redis 7.4, Valkey 8.1, Redis 8.0 and Valkey 9.1, and
-#   4. the loading and degradation tests on Redis 6.2: servers from PyPI wheels (Redis 6.2,
+#   4. the loading and degradation tests on Redis 6.2, and
+#   5. the cluster tests on Valkey 9.1: servers from PyPI wheels (Redis 6.2,
 #      7.4, Valkey 8.1) and built from Debian unstable's source packages (Redis 8.0, Valkey
 #      9.1) that `python3 -m build_tools setup` puts in the cache (build_tools/servers.py,
 #      build_tools/source_servers.py), chosen with `pytest --server NAME`.
@@ -52,8 +53,9 @@ if [ "$#" -eq 0 ]; then
     # Other servers (README.md, "What is supported"): models, scripts, DAGs and batching,
     # blocking commands and timeouts, inline runs, the spins, the completion path and a
     # request's life, runs in flight while writes are paused, persistence (RDB, AOF,
-    # DUMP/RESTORE, digests, RedisAI 1.2's encodings both ways), replication, SLOWLOG, the script ACL, INFO and AI.INFO, backend
-    # loading, and tests/compat/ (what differs between servers).
+    # DUMP/RESTORE, digests, RedisAI 1.2's encodings both ways), replication, SLOWLOG, the
+    # script ACL, memory lost through the server's API, INFO and AI.INFO, backend loading,
+    # and tests/compat/ (what differs between servers).
     subset=(tests/models/test_models.py tests/scripts/test_scripts.py
             tests/execution/test_dag.py tests/execution/test_batching.py
             tests/execution/test_blocking_commands.py tests/execution/test_timeouts.py
@@ -82,7 +84,7 @@ if [ "$#" -eq 0 ]; then
 
     # The cluster tests on Valkey too (slots moving under runs, resharding and failover under
     # load): its cluster bus and failover are its own code since the fork.
-    run_pass "valkey-8.1, the cluster" --server valkey-8.1 tests/cluster
+    run_pass "valkey-9.1, the cluster" --server valkey-9.1 tests/cluster
 fi
 
 echo "ci: summary"
