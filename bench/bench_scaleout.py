@@ -151,14 +151,15 @@ def print_scale(cells: dict[str, dict[str, Any]]) -> None:
             print(f"{label:>10} {model:>8} {c['rps_total']:>10.0f} {per:>24} {cpu:>28} {p50:>16}")
     one = cells.get("1")
     if one:
-        print("\nprojection, one node per machine (a request runs on one node): N machines "
-              "serve N x one node's rps")
+        print("\nprojection (a request runs on one node, so N machines like this one serve N x one "
+              "shard's rps; the CPU ceiling is the machine's cores over one request's CPU)")
+        cores = os.cpu_count() or 1
         for model in MODELS:
+            rps = one[model]["rps_total"]
             cpu = one[model]["nodes"][0]["cpu_ms_per_req"]
-            cores = os.cpu_count() or 1
-            print(f"  {model}: {cpu:.3f} CPU ms per request on its node -> at most "
-                  f"{cores * 1000 / cpu:.0f} rps on a {cores}-core machine, "
-                  f"{3 * cores * 1000 / cpu:.0f} on 3 such machines")
+            print(f"  {model}: one shard {rps:.0f} rps, 3 machines {3 * rps:.0f}, 10 machines "
+                  f"{10 * rps:.0f}; CPU ceiling {cores * 1000 / cpu:.0f} rps per {cores}-core "
+                  f"machine at {cpu:.3f} CPU ms per request")
 
 
 # --- migrate -------------------------------------------------------------------------------
