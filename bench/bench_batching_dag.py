@@ -1,4 +1,4 @@
-"""Auto-batching and DAG benchmark (not a test): prints figures and ratios.
+"""Auto-batching and DAGs: BATCHSIZE 0 against 32, a 3-op DAG against 3 commands (CNN, 32 clients).
 
 For the MNIST-sized CNN ([N,1,28,28] -> [N,10], PyTorch's MNIST example network, the same
 weights for both backends) on TORCH and on ONNX, with 32 concurrent clients (threads, one

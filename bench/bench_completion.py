@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""The completion path under mixed load (docs/architecture.md, "A request's life"): what a
+"""The completion path: a short request beside 24 clients' long runs, and what Redis's main thread waits for.
+
+The completion path under mixed load (docs/architecture.md, "A request's life"): what a
 finished request waits for before its reply, and what Redis's main thread waits for.
 
 1. **Short beside long** (`mixed`): 24 clients loop AI.MODELEXECUTE of an ONNX MatMul model on

@@ -1,4 +1,4 @@
-"""Issue 14's benchmark (not a test): every figure against the floor, measured in the same run.
+"""The headline figures: each backend against its floor (in-process run, PING), and TENSORSET/GET against SET/GET.
 
 Floors, per backend (TF, TORCH, ONNX):
 * the in-process floor: bench/floor/rai_floor.c runs the model through the backend's
@@ -393,11 +393,9 @@ def main() -> int:
         print_comparison(runs)
 
     out = pathlib.Path(opts.out)
-    out.mkdir(parents=True, exist_ok=True)
-    json_path = out / f"{stamp}.json"
     doc: dict[str, Any] = next(iter(runs.values())) if len(runs) == 1 else {
         "timestamp": stamp, "runs": runs}
-    json_path.write_text(json.dumps(doc, indent=1))
+    json_path = base.write_result(out, stamp, doc)  # with the machine's facts
     import floor_plot  # noqa: PLC0415  (matplotlib: only now)
 
     last = list(runs.values())[-1]

@@ -1,4 +1,4 @@
-"""Issue 22's deterministic figure (not a test): instructions per request, counted by callgrind.
+"""Instructions per request, counted by callgrind (needs valgrind): a figure that hardly depends on the load.
 
 Times on this 2-core shared machine move by 20-50% from run to run; the number of
 instructions a request executes hardly depends on the load. So redis-server runs under

@@ -1,4 +1,6 @@
-"""Isolated runs in flight (issue 22 item 3; not a test): isolated vs in-process, before and
+"""Isolated runs in flight against in-process (rai_load): 1 and 32 clients, the ring against the socket.
+
+Isolated runs in flight (issue 22 item 3; not a test): isolated vs in-process, before and
 after, in one run, with one client program.
 
 Four servers from the same install tree, all `THREADS_PER_QUEUE 1`, TORCH and ONNX loaded:

@@ -1,4 +1,6 @@
-"""Outputs of isolated runs used in place (benchmark, not a test; docs/isolation.md,
+"""Isolated outputs used in place: 4 KiB-1 MiB outputs replied by a DAG or stored, per install tree.
+
+Outputs of isolated runs used in place (benchmark, not a test; docs/isolation.md,
 "Outputs used in place").
 
 An isolated ONNX model `out = 2 * x` on one client, for outputs of 4 KiB to 1 MiB (the host
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import pathlib
 import statistics
 import sys
@@ -130,9 +131,8 @@ def main() -> None:
         print(f"{'':>8} outputs used in place: "
               + ", ".join(f"{n} {placed[size][n]}" for n in names), flush=True)
         rows.append({"bytes": size, "in_place": placed[size]})
-    out = HERE / "results" / f"isolation-outputs-{stamp}.json"
-    out.write_text(json.dumps({"trees": specs, "rounds": args.rounds, "n": args.n, "rows": rows},
-                              indent=1))
+    out = base.write_result(HERE / "results", f"isolation-outputs-{stamp}",
+                            {"trees": specs, "rounds": args.rounds, "n": args.n, "rows": rows})
     print(f"wrote {out}")
 
 

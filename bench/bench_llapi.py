@@ -1,4 +1,4 @@
-"""LLAPI benchmark (not a test): prints figures and ratios.
+"""The LLAPI against the command: AI.MODELEXECUTE, LLAPI.MODELRUN and LLAPI.MODELRUN_ASYNC round trips.
 
 The round trip of one run of a stored TORCH model (c = a + b, [2,3] FLOAT) from a client, three
 ways, interleaved on one connection so that drift affects them alike:

@@ -1,4 +1,4 @@
-"""LOADBACKEND benchmark (not a test): what the manifest check adds to loading a backend.
+"""AI.CONFIG LOADBACKEND: what the manifest check adds to loading each backend.
 
 For each backend (TF, TORCH, ONNX) and each of two folders, the install tree's own (with
 its redisai_backend.manifest: SHA-256 of the backend .so, sizes of every other file) and

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""A lone AI client beside plain Redis traffic (a benchmark, not a test): what the spins of a lone
+"""A lone AI client beside plain traffic: GET at 32 clients while one client runs a model back to back.
+
+A lone AI client beside plain Redis traffic (a benchmark, not a test): what the spins of a lone
 client's request (docs/performance.md, "Main-thread spin") cost the server's other clients.
 
 Per install tree (`--install LABEL=DIR`, repeatable; the first is the one compared with), one

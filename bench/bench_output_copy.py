@@ -1,4 +1,4 @@
-"""What the one copy of an output into Redis's allocator costs (benchmark, not a test).
+"""What the one copy of an output into Redis's allocator costs, per backend and output size.
 
 An execution's outputs are made by the framework, in its own memory; the core copies each
 output once into Redis's allocator when it stores it under a key (module/tensor.c

@@ -1,4 +1,4 @@
-"""Package benchmark (not a test): gzip level against packing time and archive size.
+"""Packaging: gzip level against packing time and archive size (python -m build_tools package).
 
 Packs one backend folder (default: the TensorFlow one, the largest) the way
 `python -m build_tools package` does, once per gzip level, into a temporary

@@ -1,4 +1,4 @@
-"""Cost of checking a script's redis.execute against the caller's ACL (not a test).
+"""What checking a script's redis.execute against the caller's ACL costs per call.
 
 One AI.SCRIPTEXECUTE whose script calls redis.execute("SET", key, "v") N times; the
 figure is the script's wall time divided by N (median of R runs), so it holds the whole

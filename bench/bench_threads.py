@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Thread settings: the defaults against fixed INTRA_OP_PARALLELISM settings, for one or more
+"""Thread settings: defaults against fixed INTRA_OP_PARALLELISM (or any module arguments), 1 and 32 clients.
+
+Thread settings: the defaults against fixed INTRA_OP_PARALLELISM settings, for one or more
 install trees, in one run (issue 22's "our own columns", before and after).
 
 Per backend (TF, TORCH, ONNX) one redis-server per tree and setting, all up at once

@@ -1,4 +1,4 @@
-"""What copy-on-first-write Torch inputs cost (benchmark, not a test).
+"""What copy-on-first-write Torch inputs cost: reading, writing in place, per input size.
 
 The Torch backend gives scripts and models a view of each input's data whose storage copies
 the buffer on its first write access (backends/torch/torch_backend.cpp tensor_from_core,

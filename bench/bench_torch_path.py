@@ -1,4 +1,4 @@
-"""Issue 22 item 2's benchmark (not a test): the Torch run path against libtorch's own cost.
+"""The Torch run path against libtorch's own call: direct, through the backend ABI, and in the server.
 
 Three figures of the same TorchScript CNN (bench/floor_models.py), with the same intra-op
 threads, measured in one run, in alternating rounds (the order rotates every round):

@@ -1,4 +1,6 @@
-"""The picture of bench/bench_floor.py's results: per backend, latency percentiles and
+"""The pictures of a bench_floor result (and, with --with, a panel per other result).
+
+The picture of bench/bench_floor.py's results: per backend, latency percentiles and
 throughput against the client count, with the PING and in-process floors drawn in.
 
     python bench/floor_plot.py bench/results/<stamp>.json   # redraws <stamp>.png

@@ -1,4 +1,6 @@
-"""A Markdown table of a bench_floor.py result: every figure of issue 14 with its floor and the
+"""Markdown tables of a bench_floor result (and, with --with, of the other benchmarks' results).
+
+A Markdown table of a bench_floor.py result: every figure of issue 14 with its floor and the
 ratio, one column pair per install tree measured (before / after); with --with, the tables of the
 other benchmarks' results after it (bench/floor_sections.py: thread settings, Torch run path,
 isolation, module CPU, instructions per request).

@@ -1,4 +1,4 @@
-"""Where the CPU time of AI.MODELEXECUTE goes (a profile, not a test).
+"""Where the CPU time of AI.MODELEXECUTE goes, by thread and step (perf; needs perf_event_paranoid <= 1).
 
 Starts one redis-server per backend with the CNN of bench/floor_models.py, drives it
 with bench/floor/rai_load.c (N clients, closed loop) and samples the server with
