@@ -1,7 +1,7 @@
 """Isolated outputs used in place: 4 KiB-1 MiB outputs replied by a DAG or stored, per install tree.
 
 Outputs of isolated runs used in place (benchmark, not a test; docs/isolation.md,
-"Outputs used in place").
+"Tensors in shared memory").
 
 An isolated ONNX model `out = 2 * x` on one client, for outputs of 4 KiB to 1 MiB (the host
 writes them into its arena, up to ISO_ARENA_TENSOR_MAX), two commands interleaved:

@@ -1,7 +1,6 @@
 /*
  * iso_chan.c - a core thread's data channels to the hosts, see iso_chan.h
- * (docs/isolation.md, "One request, end to end", "Why a channel is a call
- * stack", "Tensors in shared memory").
+ * (docs/isolation.md, "The protocol", "Tensors in shared memory").
  *
  * Each core thread that runs on a host has its own channel to it (a
  * socketpair, two arenas and a ring for its messages), opened on first use and kept in a

@@ -1,6 +1,6 @@
 /*
  * iso_channel.c - runs waited for, over the calling thread's channel
- * (iso_chan.c; docs/isolation.md, "One request, end to end"): scripts,
+ * (iso_chan.c; docs/isolation.md, "The protocol"): scripts,
  * nested runs, and model runs of any thread that does not hand runs off
  * (iso_pipeline.c). The thread sends its request and serves the channel,
  * callbacks included, until the answer.

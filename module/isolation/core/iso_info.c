@@ -1,6 +1,6 @@
 /*
- * iso_info.c - INFO MODULES section `ai_isolation` (docs/isolation.md,
- * "INFO MODULES"): one dictionary field per isolated backend, named after
+ * iso_info.c - INFO MODULES section `ai_isolation` (docs/info.md,
+ * "ai_isolation"): one dictionary field per isolated backend, named after
  * the backend (ai_host_<name>). RSS comes from /proc on the main thread: no message to a host
  * that may be the very thing that is stuck.
  */

@@ -1,6 +1,6 @@
 /*
  * iso_proxy.c - the descriptor of an isolated backend (docs/isolation.md,
- * "The descriptor", "Handles and the registry"). Each slot's descriptor has
+ * "How it works"). Each slot's descriptor has
  * the proxy's functions: creates and frees go over the slot's control
  * connection, runs over the calling thread's channel (iso_channel.c). The
  * ABI's create functions take no context, so each slot has its own

@@ -1,6 +1,6 @@
 /*
  * iso_proxy.h - isolated backends as the core sees them (docs/isolation.md,
- * "The proxy"). An isolated backend is one slot of a fixed table; its
+ * "How it works"). An isolated backend is one slot of a fixed table; its
  * descriptor has the proxy's functions, which forward every create, run and
  * free to the slot's backend host process. The engine, batching, DAGs,
  * scripts, stats and persistence call it like any in-process descriptor.

@@ -1,9 +1,8 @@
 /*
  * iso_slot.h - the core's private state of isolation: slots (one isolated
  * backend and its host process each), proxy handles, and the few helpers
- * every file of this folder uses. docs/isolation.md is the design; this
- * folder is "The proxy", "Host states", "The failure table" and "The
- * restart policy" of it. Its files call each other in one direction:
+ * every file of this folder uses. docs/isolation.md says what it does for
+ * the user ("The failure table", "The restart policy"). Its files call each other in one direction:
  * iso_slot < iso_spawn < iso_control < iso_channel, iso_handle <
  * iso_restart < iso_proxy (the folder's entry, iso_proxy.h) and iso_info.
  *

@@ -1,6 +1,6 @@
 /*
  * iso_spawn.c - finds, checks and starts redisai-backend-host
- * (docs/isolation.md, "Spawn"). posix_spawn, never fork (a 100 GB Redis
+ * (docs/isolation.md, "The host process"). posix_spawn, never fork (a 100 GB Redis
  * spawns as fast as an empty one) and never a shell: the absolute path,
  * checked through an O_PATH descriptor that is then the very file executed.
  */

@@ -1,6 +1,6 @@
 /*
  * host_api.c - the RAI_HostApi a backend gets inside the host (see
- * docs/isolation.md, "The host's RAI_HostApi"); its tensors are
+ * docs/isolation.md, "The protocol"); its tensors are
  * host_tensor.c's.
  *
  * Memory is libc's: it shows in the host's RSS, not in Redis's used_memory.

@@ -1,6 +1,6 @@
 /*
- * host_frame.c - the call stack of a channel thread (docs/isolation.md, "Why
- * a channel is a call stack"): one frame per request the thread serves or
+ * host_frame.c - the call stack of a channel thread (docs/isolation.md, "The
+ * protocol": a channel is a call stack): one frame per request the thread serves or
  * waits on, on its own C stack, linked from a thread-local top. A thread
  * with no frame (a framework's own thread) serves no request.
  */

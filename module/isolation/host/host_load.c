@@ -1,6 +1,6 @@
 /*
  * host_load.c - the host repeats every check the core made before it loads
- * the backend (docs/isolation.md, "What the host loads and checks"): the
+ * the backend (docs/isolation.md, "The host process"): the
  * file may have changed since, and does, on a restart hours later. The
  * checks are the core's own files (backend_file.c, backend_manifest.c),
  * compiled in unchanged, so a refusal reads exactly as in-process.
