@@ -15,8 +15,8 @@ too), self cost by ELF object; divided by N it is the figure per request, split 
 libc, jemalloc and the rest. Kernel work (the syscalls) is not counted: callgrind sees only
 user space.
 
-What would make a count vary, and how it is kept out (docs/performance.md, "Instructions per
-request", says what still varies and why):
+What would make a count vary, and how it is kept out (the figures: docs/performance.md,
+"Instructions per request"):
 * `serverCron` (its `cronUpdateMemoryStats` alone runs about 370,000 instructions in jemalloc's
   `mallctl`) is excluded with --toggle-collect, and runs once a second (`hz 1`), so that few
   windows hold one of the event-loop passes it causes; an idle window (no requests) measures
@@ -32,6 +32,14 @@ request", says what still varies and why):
 * a warm-up of the whole server before the first window, and every workload measured in
   three windows on the same server (--repeats), of which the table shows the smallest (see
   measure()).
+
+What still varies: Redis seeds its hash tables per process, so command and key lookups walk
+chains of other lengths in another server (0.9-3.9% between servers for the 1 KB commands:
+compare trees over several servers); a queued request takes 2 or 3 passes of the event loop
+depending on whether the worker's unblock arrives before the main thread sleeps (1-6% between
+windows); a 1 MB write is copied out of the query buffer or adopted depending on how its bytes
+arrive (6-17% in the core, up to 60% in libc: not a cost figure); glibc's `rep movsb` copies
+count one instruction per byte, so libc's 1 MB figures count bytes moved, not time.
 
 Workloads: PING; SET/GET against AI.TENSORSET/AI.TENSORGET BLOB of the same bytes (1 KB,
 1 MB); AI.MODELEXECUTE of the 2x2 ONNX model (bench/floor_models.py's trivial ONNX model,
