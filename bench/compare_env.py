@@ -51,14 +51,38 @@ def _venv_ok() -> bool:
     return json.loads(res.stdout) == want
 
 
+def base_python() -> pathlib.Path:
+    """The interpreter .venv-compare is made from: the system's python3 when there is one.
+    Triton's python backend stub embeds the system's libpython (Debian's 3.11 here) and
+    takes its standard library from the environment it runs in, so the two must match:
+    a stub of 3.11.2 under pyenv's 3.11.7 library fails in multiprocessing (PyTriton)."""
+    system = pathlib.Path("/usr/bin/python3")
+    return system if system.exists() else pathlib.Path(sys.executable)
+
+
+def _venv_base() -> str:
+    cfg = VENV / "pyvenv.cfg"
+    if not cfg.exists():
+        return ""
+    for line in cfg.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home":
+            return value.strip()
+    return ""
+
+
 def ensure_venv() -> pathlib.Path:
     """.venv-compare with its pins; returns its python."""
-    if venv_python().exists() and _venv_ok():
+    base = base_python()
+    if _venv_base() != str(base.parent):
+        if VENV.exists():
+            _say(f"{VENV.name}: made from another interpreter than {base}: making it again")
+            shutil.rmtree(VENV)
+        _say(f"{VENV.name}: creating from {base}")
+        subprocess.run([str(base), "-m", "venv", str(VENV)], check=True)
+    elif _venv_ok():
         _say(f"{VENV.name}: packages match the pins")
         return venv_python()
-    if not venv_python().exists():
-        _say(f"{VENV.name}: creating (python {platform.python_version()})")
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     reqs = [*pins.COMPARE_PYPI_PINS, _ort_pin()]
     _say(f"{VENV.name}: pip install {' '.join(reqs)}")
     subprocess.run([str(venv_python()), "-m", "pip", "install", "-q", *reqs], check=True)

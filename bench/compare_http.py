@@ -152,8 +152,16 @@ class FastAPIStack(HttpStack):
         argv = [str(compare_env.venv_python()), "-m", "uvicorn", "compare_serve:fastapi_app", "--factory",
                 "--app-dir", str(HERE), "--host", "127.0.0.1", "--port", str(self.port), "--workers", "2",
                 "--log-level", "warning", "--no-access-log"]
-        self._spawn(argv, _env(manifest))
+        ready = self.work / "fastapi-ready"
+        ready.mkdir(exist_ok=True)
+        env = {**_env(manifest), "COMPARE_READY_DIR": str(ready)}
+        self._spawn(argv, env)
         wait_http(self.port, "/health", self.proc, timeout, self.log)
+        deadline = time.monotonic() + timeout
+        while len(list(ready.iterdir())) < 2:  # each worker leaves a file once its sessions load
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(f"2 uvicorn workers not ready:\n{self.log.read_text(errors='replace')[-4000:]}")
+            time.sleep(0.1)
 
 
 def _pytriton_root() -> pathlib.Path:
@@ -173,7 +181,8 @@ class TritonStack(HttpStack):
         py = self.work / "triton-backends" / "python"
         py.mkdir(parents=True, exist_ok=True)
         for f in (server / "backends" / "python").iterdir():
-            shutil.copy(f, py / f.name)
+            if f.is_file():
+                shutil.copy(f, py / f.name)
         ver = subprocess.run([str(compare_env.venv_python()), "-c",
                               "import sys; print('%d.%d' % sys.version_info[:2])"],
                              capture_output=True, text=True, check=True).stdout.strip()
@@ -205,8 +214,9 @@ class TritonStack(HttpStack):
         env = _env(manifest)
         libs = root.parent / "nvidia_pytriton.libs"
         env["LD_LIBRARY_PATH"] = ":".join(p for p in (str(libs), env.get("LD_LIBRARY_PATH", "")) if p)
-        # The stub embeds the system's libpython; numpy and onnxruntime come from .venv-compare.
-        env["PYTHONPATH"] = str(root.parent)
+        # The stub embeds the system's libpython and finds its prefix through `python` on
+        # PATH (as PyTriton runs it): .venv-compare's, whence numpy and onnxruntime.
+        env["PATH"] = f"{compare_env.VENV / 'bin'}:{env.get('PATH', '')}"
         argv = [str(root / "tritonserver" / "bin" / "tritonserver"),
                 f"--model-repository={self._repository(models)}",
                 f"--backend-directory={self._backends()}",
@@ -228,7 +238,11 @@ class PyTritonStack(HttpStack):
         argv = [str(compare_env.venv_python()), str(HERE / "compare_serve.py"), "pytriton",
                 str(self.port), str(free_port()), str(free_port())]
         self._spawn(argv, _env(manifest), cwd=self.work)
-        wait_http(self.port, "/v2/health/ready", self.proc, timeout, self.log)
+        # The server is up before bind() loads the models: wait for each of them.
+        deadline = time.monotonic() + timeout
+        for name in json.loads(manifest.read_text())["models"]:
+            wait_http(self.port, f"/v2/models/{name}/ready", self.proc,
+                      max(1.0, deadline - time.monotonic()), self.log)
 
 
 def server_version(port: int) -> str:

@@ -14,8 +14,8 @@ settings, as a user of that stack would write it:
   the bundled tritonserver forwards each request through its Python backend and ZeroMQ
   to this process, which runs the session. Clients speak KServe v2 over HTTP.
 """
-from __future__ import annotations
-
+# No `from __future__ import annotations`: FastAPI reads the route's annotations (Request)
+# as objects, and a string would name nothing in this module's globals.
 import json
 import os
 import pathlib
@@ -81,6 +81,9 @@ def fastapi_app() -> Any:
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    ready = os.environ.get("COMPARE_READY_DIR")
+    if ready:  # tells bench_compare.py that this worker's sessions are loaded
+        (pathlib.Path(ready) / str(os.getpid())).touch()
     return app
 
 
