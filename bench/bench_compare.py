@@ -40,7 +40,7 @@ Not measured here:
 * RedisAI 1.2 itself: its source and releases are on GitHub and its own download site,
   which this machine cannot reach (PyPI, Debian and npm only).
 * Triton's ONNX Runtime backend (libtriton_onnxruntime.so): no package of PyPI, Debian or
-  npm carries it. nvidia-pytriton 0.7.0's wheel bundles tritonserver 2.5x with the python
+  npm carries it. nvidia-pytriton 0.7.0's wheel bundles tritonserver 2.51.0 with the python
   backend only (backends/python); PyPI's `tritonserver` 2.73.0 is the in-process Python
   API alone (bindings for CPython 3.12 on glibc 2.39, no libtritonserver.so, no backend),
   and its only installable release here (0.0.1.dev0) is a placeholder that points to NGC
