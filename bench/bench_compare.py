@@ -280,17 +280,27 @@ def versions(stacks: dict[str, Any], manifest: dict[str, Any], wrk_exe: str) -> 
 # --- main ---------------------------------------------------------------------------------
 
 def run_all(targets: dict[str, list[Target]], stacks: dict[str, Any], clients: list[int], reps: int,
-            seconds: float, warm_s: float) -> list[dict[str, Any]]:
+            seconds: float, warm_s: float, left_out: dict[str, str]) -> list[dict[str, Any]]:
     cells: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    failed: set[tuple[str, int, str]] = set()
     for rep in range(reps):
         for model, ts in targets.items():
             for c in clients:
                 k = rep % max(1, len(ts))
                 for t in ts[k:] + ts[:k]:  # each repetition starts with another stack
-                    if not t.server.alive():
-                        raise SystemExit(f"{t.server.name} died during the run")
+                    if (model, c, t.label) in failed:
+                        continue
                     others = [s for s in stacks.values() if s is not t.server]
-                    r = measure(t, c, seconds, warm_s, others)
+                    try:
+                        if not t.server.alive():
+                            raise RuntimeError(f"the {t.server.name} server is not running")
+                        r = measure(t, c, seconds, warm_s, others)
+                    except Exception as exc:  # noqa: BLE001  (one cell fails: the others still run)
+                        failed.add((model, c, t.label))
+                        cells.pop((model, c, t.label), None)
+                        left_out[f"{t.label} / {model} / {c} clients"] = f"failed: {str(exc).strip()[:1000]}"
+                        print(f"  {t.label} {model} {c} clients FAILED: {str(exc)[:300]}", flush=True)
+                        continue
                     cells.setdefault((model, c, t.label), []).append(r)
                     print(f"  rep {rep + 1}/{reps} {model:<5} {c:>2} clients {t.label:<26} "
                           f"{r['rps']:9.0f} req/s  p50 {r['p50_us']:8.0f} us  p99 {r['p99_us']:8.0f} us  "
@@ -347,7 +357,7 @@ def main() -> int:
         targets = build_targets(stacks, models, wrk_exe, work, left_out)
         vers = versions(stacks, manifest, wrk_exe)
         print(f"measuring: {reps} repetitions x {seconds:g} s per cell, clients {clients} ...", flush=True)
-        cells = run_all(targets, stacks, clients, reps, seconds, warm_s)
+        cells = run_all(targets, stacks, clients, reps, seconds, warm_s, left_out)
     finally:
         for s in stacks.values():
             s.stop()

@@ -52,17 +52,18 @@ def headline(doc: dict[str, Any]) -> str:
 
 def details(doc: dict[str, Any]) -> str:
     rows = ["| model | clients | stack | req/s (min-max) | p50 us | p99 us | server CPU ms/req "
-            "| module DAG / this |",
-            "|---|---|---|---|---|---|---|---|"]
+            "| server cores busy | module DAG / this |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for (model, clients), row in _cells(doc).items():
         ref = row.get(REFERENCE, {}).get("rps", {}).get("median")
         for lab in sorted(row, key=_rank):
             c = row[lab]
             rps = c["rps"]
             ratio = f"{ref / rps['median']:.2f}x" if ref and lab != REFERENCE else ""
+            cores = f"{c['server_cores']['median']:.2f}" if "server_cores" in c else ""
             rows.append(f"| {_model(model, doc)} | {clients} | {lab} | {rps['median']:,.0f} "
                         f"({rps['min']:,.0f}-{rps['max']:,.0f}) | {c['p50_us']['median']:,.0f} | "
-                        f"{c['p99_us']['median']:,.0f} | {c['cpu_ms_per_req']['median']:.3f} | {ratio} |")
+                        f"{c['p99_us']['median']:,.0f} | {c['cpu_ms_per_req']['median']:.3f} | {cores} | {ratio} |")
     return "\n".join(rows)
 
 

@@ -91,5 +91,5 @@ def test_markdown_tables_and_ratios() -> None:
     text = compare_report.markdown(doc, pathlib.Path("bench/results/compare-x.json"))
     assert "`bench/results/compare-x.json`" in text
     assert "| CNN (MNIST-sized) | 1 | 3,000 | 1,000 | 1,500 | 2.00x |" in text
-    assert "| CNN (MNIST-sized) | 1 | FastAPI + uvicorn | 1,000 (900-1,100) | 100 | 100 | 0.100 | 3.00x |" in text
+    assert "| CNN (MNIST-sized) | 1 | FastAPI + uvicorn | 1,000 (900-1,100) | 100 | 100 | 0.100 |  | 3.00x |" in text
     assert "- pytriton: no" in text
