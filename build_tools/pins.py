@@ -95,6 +95,24 @@ CLIENT_PYPI_PINS: Final[tuple[str, ...]] = (
     "numpy==2.4.6",
 )
 
+# --- PyPI: .venv-compare, the other serving stacks of bench/bench_compare.py -------
+# FastAPI + uvicorn (uvloop and httptools, as `uvicorn[standard]` installs them) and
+# nvidia-pytriton, whose wheel bundles NVIDIA Triton's server executable with its
+# Python backend only (no ONNX Runtime backend). nvidia-pytriton needs numpy < 2.
+# ONNX Runtime is the project's own pin (PYPI_PINS), so every stack runs the same
+# runtime on the same ONNX files.
+
+COMPARE_PYPI_PINS: Final[tuple[str, ...]] = (
+    "fastapi==0.165.0",
+    "uvicorn[standard]==0.55.0",
+    "nvidia-pytriton==0.7.0",
+    "numpy==1.26.4",
+)
+
+# Debian's closed-loop HTTP load generator (bookworm's wrk 4.1.0), which
+# bench/bench_compare.py installs with apt when missing.
+COMPARE_APT_TOOLS: Final[dict[str, str]] = {"wrk": "wrk"}
+
 # --- Debian ----------------------------------------------------------------
 
 # The header fetch takes the archive URI from the machine's own apt sources

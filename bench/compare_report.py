@@ -1,0 +1,91 @@
+"""The Markdown tables of a bench/bench_compare.py results file (README and docs include them).
+
+    PYTHONPATH=. .venv/bin/python bench/bench_compare.py --markdown bench/results/compare-STAMP.json
+
+headline(): req/s per model, clients and stack, and the module's ratio to the best other
+stack; details(): every stack's req/s (min-max over repetitions), p50, p99, server CPU per
+request and the ratio "module DAG / this stack" in req/s.
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+REFERENCE = "module DAG"  # the like-for-like module figure the ratios divide
+ORDER = ("module DAG", "module DAG, ref in Redis", "module MODELEXECUTE", "FastAPI + uvicorn",
+         "Triton (python backend)", "PyTriton")
+MODEL_NAMES = {"cnn": "CNN (MNIST-sized)", "fraud": "fraud MLP (1x30 + 1x256)", "big": "128 MiB Gather"}
+
+
+def _rank(label: str) -> int:
+    return ORDER.index(label) if label in ORDER else len(ORDER)
+
+
+def _cells(doc: dict[str, Any]) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
+    """(model, clients) -> stack label -> cell, in the document's model order."""
+    out: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for c in doc["cells"]:
+        out.setdefault((c["model"], c["clients"]), {})[c["stack"]] = c
+    return out
+
+
+def _model(name: str, doc: dict[str, Any]) -> str:
+    if name == "big":
+        mib = doc.get("settings", {}).get("big_mib")
+        return f"{mib} MiB Gather" if mib else MODEL_NAMES[name]
+    return MODEL_NAMES.get(name, name)
+
+
+def headline(doc: dict[str, Any]) -> str:
+    cells = _cells(doc)
+    labels = sorted({c["stack"] for c in doc["cells"]}, key=_rank)
+    others = [lab for lab in labels if not lab.startswith("module")]
+    head = "| model | clients | " + " | ".join(labels) + " | module DAG / best other |"
+    rows = [head, "|" + "---|" * (len(labels) + 3)]
+    for (model, clients), row in cells.items():
+        vals = [f"{row[lab]['rps']['median']:,.0f}" if lab in row else "-" for lab in labels]
+        best = max((row[lab]["rps"]["median"] for lab in others if lab in row), default=0.0)
+        ratio = f"{row[REFERENCE]['rps']['median'] / best:.2f}x" if best and REFERENCE in row else "-"
+        rows.append(f"| {_model(model, doc)} | {clients} | " + " | ".join(vals) + f" | {ratio} |")
+    return "\n".join(rows)
+
+
+def details(doc: dict[str, Any]) -> str:
+    rows = ["| model | clients | stack | req/s (min-max) | p50 us | p99 us | server CPU ms/req "
+            "| server cores busy | module DAG / this |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for (model, clients), row in _cells(doc).items():
+        ref = row.get(REFERENCE, {}).get("rps", {}).get("median")
+        for lab in sorted(row, key=_rank):
+            c = row[lab]
+            rps = c["rps"]
+            ratio = f"{ref / rps['median']:.2f}x" if ref and lab != REFERENCE else ""
+            cores = f"{c['server_cores']['median']:.2f}" if "server_cores" in c else ""
+            rows.append(f"| {_model(model, doc)} | {clients} | {lab} | {rps['median']:,.0f} "
+                        f"({rps['min']:,.0f}-{rps['max']:,.0f}) | {c['p50_us']['median']:,.0f} | "
+                        f"{c['p99_us']['median']:,.0f} | {c['cpu_ms_per_req']['median']:.3f} | {cores} | {ratio} |")
+    return "\n".join(rows)
+
+
+def markdown(doc: dict[str, Any], path: pathlib.Path | None = None) -> str:
+    m, s = doc["machine"], doc["settings"]
+    source = f"`{path.as_posix()}`" if path is not None else "this run"
+    lines = [
+        f"Figures from {source} (`{doc['command']}`), {m['cores']} cores ({m['cpu_model']}), "
+        f"kernel {m['kernel']}; closed-loop clients, {s['reps']} repetitions of {s['seconds']:g} s "
+        "per cell, medians. Every stack serves the same ONNX files; its answers were checked "
+        "against ONNX Runtime's before timing.",
+        "",
+        "Throughput (req/s):",
+        "",
+        headline(doc),
+        "",
+        "Every stack (req/s median and min-max over repetitions; latency medians; server CPU: "
+        "all the server's processes):",
+        "",
+        details(doc),
+    ]
+    if doc.get("left_out"):
+        lines += ["", "Left out:"] + [f"- {k}: {v.splitlines()[0] if v else ''}"
+                                       for k, v in doc["left_out"].items()]
+    return "\n".join(lines)
