@@ -330,7 +330,13 @@ def main() -> int:
     ap.add_argument("--build", default=str(HERE.parent / "build"), help="configured build folder")
     ap.add_argument("--out", default=str(HERE / "results"), help="folder of the results JSON")
     ap.add_argument("--markdown", metavar="RESULTS.json", help="print the tables of a results file, run nothing")
+    ap.add_argument("--update-docs", metavar="RESULTS.json",
+                    help="rewrite the tables of README.md and docs/performance.md from a results file")
     opts = ap.parse_args()
+    if opts.update_docs:
+        for page in compare_report.update_docs(pathlib.Path(opts.update_docs)):
+            print(f"rewrote {page}")
+        return 0
     if opts.markdown:
         path = pathlib.Path(opts.markdown)
         print(compare_report.markdown(json.loads(path.read_text()), _shown(path)))

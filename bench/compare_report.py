@@ -67,6 +67,19 @@ def details(doc: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def latency(doc: dict[str, Any]) -> str:
+    """One row per model and client count: each stack's p50 / p99 us and server CPU ms per
+    request (medians), the compact form of details() for the manual."""
+    labels = sorted({c["stack"] for c in doc["cells"]}, key=_rank)
+    rows = ["| model | clients | " + " | ".join(labels) + " |", "|" + "---|" * (len(labels) + 2)]
+    for (model, clients), row in _cells(doc).items():
+        vals = [f"{row[lab]['p50_us']['median']:,.0f} / {row[lab]['p99_us']['median']:,.0f} / "
+                f"{row[lab]['cpu_ms_per_req']['median']:.3f}" if lab in row else "-"
+                for lab in labels]
+        rows.append(f"| {_model(model, doc)} | {clients} | " + " | ".join(vals) + " |")
+    return "\n".join(rows)
+
+
 def markdown(doc: dict[str, Any], path: pathlib.Path | None = None) -> str:
     m, s = doc["machine"], doc["settings"]
     source = f"`{path.as_posix()}`" if path is not None else "this run"
@@ -89,3 +102,55 @@ def markdown(doc: dict[str, Any], path: pathlib.Path | None = None) -> str:
         lines += ["", "Left out:"] + [f"- {k}: {v.splitlines()[0] if v else ''}"
                                        for k, v in doc["left_out"].items()]
     return "\n".join(lines)
+
+
+# --- the blocks of README.md and docs/performance.md ------------------------------------------
+# Each page holds its tables between two markers naming the results file; `update_docs` rewrites
+# them from that file and tests/repo/test_compare_figures.py checks that they match it, so the
+# figures are never typed by hand.
+ROOT = pathlib.Path(__file__).resolve().parent.parent  # the repository
+PAGES = {"README.md": "headline", "docs/performance.md": "full"}
+BLOCK_START = "<!-- compare: "
+BLOCK_END = "<!-- /compare -->"
+
+
+def block(kind: str, doc: dict[str, Any], results: str) -> str:
+    """What a page's block holds for the results file `results` (relative to the repository)."""
+    if kind == "headline":
+        return (f"Requests per second on this project's 2-core machine, from `{results}` "
+                "([docs/performance.md](docs/performance.md#against-other-serving-stacks) has "
+                "latency and CPU per request; `bench/run compare` reruns it):\n\n" + headline(doc))
+    m, st = doc["machine"], doc["settings"]
+    return (f"From `{results}` (`{doc['command']}`), {m['cores']} cores ({m['cpu_model']}); "
+            f"closed-loop clients, {st['reps']} repetitions of {st['seconds']:g} s per cell, "
+            "medians; `--markdown` on the file prints every repetition's range.\n\n"
+            "Requests per second:\n\n" + headline(doc) + "\n\n"
+            "p50 / p99 latency (us) / server CPU per request (ms, all the server's processes):\n\n"
+            + latency(doc))
+
+
+def rewrite(text: str, kind: str, results: str, doc: dict[str, Any]) -> str:
+    start = text.index(BLOCK_START)
+    head_end = text.index("-->", start) + 3
+    end = text.index(BLOCK_END, head_end)
+    return (text[:start] + f"{BLOCK_START}{results} -->\n" + block(kind, doc, results) + "\n"
+            + text[end:])
+
+
+def named_results(text: str) -> str:
+    """The results file a page's block names."""
+    start = text.index(BLOCK_START) + len(BLOCK_START)
+    return text[start:text.index(" -->", start)].strip()
+
+
+def update_docs(results: pathlib.Path) -> list[pathlib.Path]:
+    import json  # noqa: PLC0415
+
+    rel = results.resolve().relative_to(ROOT).as_posix()
+    doc = json.loads(results.read_text())
+    done = []
+    for page, kind in PAGES.items():
+        path = ROOT / page
+        path.write_text(rewrite(path.read_text(), kind, rel, doc))
+        done.append(path)
+    return done
