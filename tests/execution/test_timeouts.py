@@ -124,7 +124,8 @@ def test_dag_timeout_zero_or_negative_means_none(c, tf_server, slow_n, t):
 
 
 def test_a_running_op_is_not_interrupted(c, slow_n):
-    assert_ok(c.execute("AI.TENSORSET", "n", "INT32", "VALUES", slow_n(0.5)))
+    assert_ok(c.execute("AI.TENSORSET", "n", "INT32", "VALUES",
+                        em.slow_at_least(c, slow_n(0.5), 0.3)))
     t0 = time.perf_counter()
     reply = c.execute("AI.MODELEXECUTE", "slow", "INPUTS", 1, "n", "OUTPUTS", 1, "o", "TIMEOUT", 50)
     elapsed = time.perf_counter() - t0
@@ -138,7 +139,8 @@ def test_dag_timeout_is_checked_before_each_op(c, slow_n):
     dequeued. The first op
     (slow, ~0.5 s) is not interrupted; the op after it is not started: +TIMEDOUT, nothing
     persisted, nothing counted."""
-    assert_ok(c.execute("AI.TENSORSET", "n", "INT32", "VALUES", slow_n(0.5)))
+    assert_ok(c.execute("AI.TENSORSET", "n", "INT32", "VALUES",
+                        em.slow_at_least(c, slow_n(0.5), 0.3)))
     t0 = time.perf_counter()
     reply = c.execute("AI.DAGEXECUTE", "LOAD", 3, "n", "a", "b", "PERSIST", 2, "o", "c",
                       "TIMEOUT", 200,

@@ -413,6 +413,24 @@ def calibrate_slow(c: Any, key: str = "slow", tag: str = "") -> Any:
 _SLOW_CALIBRATION: dict[str, float] = {}
 
 
+def slow_at_least(c: Any, n: int, seconds: float, key: str = "slow") -> int:
+    """n, scaled up until a run of the slow model `key` lasts at least `seconds` on this
+    server now: calibrate_slow measures once per process, and a measure taken while the
+    machine was busier makes later runs shorter than asked (a test whose point is a run
+    longer than a timeout then fails for the wrong reason)."""
+    for _ in range(6):
+        assert c.execute("AI.TENSORSET", "__n_chk", "INT32", "VALUES", n) == "OK"
+        t0 = time.perf_counter()
+        reply = c.execute("AI.MODELEXECUTE", key, "INPUTS", 1, "__n_chk", "OUTPUTS", 1, "__o_chk")
+        took = time.perf_counter() - t0
+        assert reply == "OK", reply
+        if took >= seconds:
+            break
+        n = int(n * min(8.0, 1.25 * seconds / max(took, 1e-3)))
+    c.execute("DEL", "__n_chk", "__o_chk")
+    return n
+
+
 def blocked_clients(c: Any) -> int:
     text = c.execute("INFO", "clients")
     text = text.decode() if isinstance(text, bytes) else text
