@@ -30,10 +30,10 @@ from redis.cluster import ClusterNode, RedisCluster
 import onnx_models as om
 import tf_graphs
 import torch_models as tm
-from cluster_nodes import Cluster, backend_module_args, role, start_cluster
+from cluster_nodes import Cluster, role, start_cluster
 from helpers import assert_ok
 from model_io import assert_same, get, put
-from redis_server import RedisServer
+from redis_server import RedisServer, backend_args
 from resp import RawClient, RespError
 
 CROSSSLOT = "CROSSSLOT Keys in request don't hash to the same slot"
@@ -43,7 +43,7 @@ CROSSSLOT = "CROSSSLOT Keys in request don't hash to the same slot"
 def cluster(module_path, all_backend_paths) -> Iterator[Cluster]:
     nodes: list[RedisServer] = []
     try:
-        yield start_cluster(module_path, backend_module_args(all_backend_paths), nodes)
+        yield start_cluster(module_path, backend_args(all_backend_paths), nodes)
         for n in nodes:
             assert n.alive(), n.log()
     finally:
@@ -299,7 +299,7 @@ def test_failover_keeps_models_runnable(module_path, all_backend_paths):
     runs: the replica never ran anything while it was one."""
     nodes: list[RedisServer] = []
     try:
-        cl = start_cluster(module_path, backend_module_args(all_backend_paths), nodes,
+        cl = start_cluster(module_path, backend_args(all_backend_paths), nodes,
                            replicas=(0,))
         [replica] = cl.replicas
         k = cl.key

@@ -80,6 +80,10 @@ class Shards:
         raise AssertionError("no replica")
 
 
+def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in after}
+
+
 def errorstats(nodes) -> dict[str, int]:
     """MOVED/ASK/TRYAGAIN errors the nodes answered, and the module's own redirects."""
     total = {"MOVED": 0, "ASK": 0, "TRYAGAIN": 0, "ai_redirects": 0, "ai_paused": 0}
@@ -213,7 +217,7 @@ def test_resharding_under_load(shards: Shards) -> None:
     after = errorstats(cl.nodes)
     print(f"\nresharding under load: {counts.ok} right, {counts.wrong} wrong, {counts.failed} "
           f"failed; moves (slot, keys, MIGRATE s, requests answered meanwhile): {figures}; "
-          f"redirects: { {k: after[k] - before[k] for k in after} }")
+          f"redirects: {delta(before, after)}")
     assert counts.wrong == 0, counts.errors
     assert counts.failed == 0, counts.errors
     assert counts.ok > 100
@@ -248,7 +252,7 @@ def test_manual_failovers_under_load(shards: Shards) -> None:
     print(f"\nmanual failovers under load: {len(switches)} switches in {switches} s; "
           f"{counts.ok} right, {counts.wrong} wrong, {counts.failed} failed "
           f"{counts.errors[:5]}; refusals and redirects: "
-          f"{ {k: after[k] - before[k] for k in after} }")
+          f"{delta(before, after)}")
     for n in cl.nodes:  # the tree before aborted the old master here
         assert n.alive(), n.log()[-3000:]
     assert counts.wrong == 0, counts.errors

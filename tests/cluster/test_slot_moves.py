@@ -50,9 +50,13 @@ class Moves:
         self.n = n  # the slow graph's loop count for a run of about RUN_SECONDS
         self._tags = (tag_in(*cluster.ranges[0], prefix=f"mv{i}_") for i in itertools.count())
 
+    def fresh_tag(self) -> str:
+        """"{tag}" of a slot of master 0 no test used yet."""
+        return "{" + next(self._tags) + "}"
+
     def fresh_slot(self) -> str:
         """A hash tag of a slot of master 0 with the slow model and its input in it."""
-        tag = "{" + next(self._tags) + "}"
+        tag = self.fresh_tag()
         with self.cluster.raw(0) as c:
             assert_ok(c.execute("AI.MODELSTORE", f"{tag}slow", "TF", "CPU", "INPUTS", 1, "n",
                                 "OUTPUTS", 1, "out", "BLOB", tf_graphs.slow_graph()))
@@ -225,7 +229,7 @@ def half_moved_copies(moves: Moves, src_value: str, dst_value: str) -> tuple[str
     src_value on the source, dst_value written on the target by a client that followed ASK."""
     cl = moves.cluster
     src, dst = cl.masters
-    tag = "{" + next(moves._tags) + "}"
+    tag = moves.fresh_tag()
     slot = key_slot(tag.encode())
     with RawClient(src.port) as c:
         assert_ok(c.execute("AI.TENSORSET", f"{tag}t", "FLOAT", 2, "VALUES", *src_value.split()))

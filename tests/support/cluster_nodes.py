@@ -13,6 +13,7 @@ from typing import Iterable, Sequence
 
 from redis.crc import key_slot
 
+from persist_servers import wait_info
 from redis_server import RedisServer, free_port
 from resp import RawClient, RespError
 
@@ -89,14 +90,9 @@ def wait_cluster_ok(nodes: Sequence[RedisServer], timeout: float = 30.0) -> None
 
 def wait_synced(replica: RedisServer, timeout: float = 60.0) -> None:
     """The replica's link is up and its initial sync done."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with RawClient(replica.port) as c:
-            info = c.execute("INFO", "replication").decode()
-        if "master_link_status:up" in info and "master_sync_in_progress:0" in info:
-            return
-        time.sleep(0.1)
-    raise AssertionError("replica did not sync:\n" + replica.log()[-2000:])
+    with RawClient(replica.port) as c:
+        wait_info(c, "replication", {"master_link_status": "up", "master_sync_in_progress": "0"},
+                  timeout)
 
 
 def start_cluster(module_path, module_args: list[str], nodes: list[RedisServer],
@@ -174,9 +170,6 @@ def move_slot(nodes: Sequence[RedisServer], src: RedisServer, dst: RedisServer,
     end_move(nodes, src, dst, slot)
     return moved
 
-
-def backend_module_args(all_backend_paths) -> list[str]:
-    return [word for kind, path in all_backend_paths.items() for word in (kind, str(path))]
 
 
 def fail_over_to(replica: RedisServer, timeout: float = 60.0) -> int:
