@@ -96,14 +96,18 @@ def expected(entry: dict[str, Any]) -> np.ndarray:
 # --- the module ---------------------------------------------------------------------------
 
 class ModuleStack:
-    """redis-server with the module and the ONNX backend at their defaults."""
+    """redis-server with the module and the ONNX backend at their defaults, or with the module
+    arguments of a --module-setting (its targets' labels then end in " @LABEL")."""
 
-    name = "module"
-    description = "redis-server + this module, ONNX backend at its defaults, rai_load (RESP, C)"
-
-    def __init__(self, install: pathlib.Path, load_exe: pathlib.Path, work: pathlib.Path) -> None:
+    def __init__(self, install: pathlib.Path, load_exe: pathlib.Path, work: pathlib.Path,
+                 setting: str = "", args: list[str] | None = None) -> None:
+        self.name = f"module@{setting}" if setting else "module"
+        self.suffix = f" @{setting}" if setting else ""
+        self.description = ("redis-server + this module, ONNX backend at "
+                            + (f"{' '.join(args or [])}" if setting else "its defaults")
+                            + ", rai_load (RESP, C)")
         self.srv = RedisServer(install / "redisai.so",
-                               ["ONNX", str(backend_file(install, "onnxruntime"))])
+                               ["ONNX", str(backend_file(install, "onnxruntime")), *(args or [])])
         self.client = base.Client(self.srv.port)
         self.load = floor_tools.Load(load_exe, self.srv.port, work)
 
@@ -157,7 +161,7 @@ class ModuleStack:
             dags.append(("module DAG, ref in Redis", [0]))
         for label, sent in dags:
             args = self._dag(name, entry, keys, sent)
-            out.append(Target(label, self, name, self._run(floor_tools.resp(*args)),
+            out.append(Target(label + self.suffix, self, name, self._run(floor_tools.resp(*args)),
                               lambda a=args: np.frombuffer(bytes(self.client.call(*a)[-1]), np.float32)))
         exe = ["AI.MODELEXECUTE", f"{name}:m", "INPUTS", len(keys), *keys, "OUTPUTS", 1, f"{name}:out"]
 
@@ -165,7 +169,8 @@ class ModuleStack:
             self.client.call(*exe)
             return np.frombuffer(bytes(self.client.call("AI.TENSORGET", f"{name}:out", "BLOB")), np.float32)
 
-        out.append(Target("module MODELEXECUTE", self, name, self._run(floor_tools.resp(*exe)), check_exec))
+        out.append(Target("module MODELEXECUTE" + self.suffix, self, name,
+                          self._run(floor_tools.resp(*exe)), check_exec))
         return out
 
 
@@ -214,17 +219,22 @@ def check_target(t: Target, entry: dict[str, Any]) -> None:
 # --- setup of the stacks ------------------------------------------------------------------
 
 def start_stacks(names: list[str], install: pathlib.Path, load_exe: pathlib.Path,
-                 manifest_path: pathlib.Path, work: pathlib.Path,
-                 left_out: dict[str, str]) -> dict[str, Any]:
+                 manifest_path: pathlib.Path, work: pathlib.Path, left_out: dict[str, str],
+                 module_settings: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """module_settings: LABEL -> module arguments, a module stack "module@LABEL" each."""
     stacks: dict[str, Any] = {}
     classes = {"fastapi": compare_http.FastAPIStack, "triton": compare_http.TritonStack,
                "pytriton": compare_http.PyTritonStack}
-    for name in names:
+    settings = module_settings or {}
+    for name in names + [f"module@{label}" for label in settings]:
         print(f"starting {name} ...", flush=True)
         t0 = time.perf_counter()
         try:
             if name == "module":
                 stacks[name] = ModuleStack(install, load_exe, work)
+            elif name.startswith("module@"):
+                label = name.partition("@")[2]
+                stacks[name] = ModuleStack(install, load_exe, work, label, settings[label])
             else:
                 stack = classes[name](work)
                 stacks[name] = stack
@@ -249,7 +259,7 @@ def build_targets(stacks: dict[str, Any], models: dict[str, Any], wrk_exe: str, 
     for name, entry in models.items():
         out[name] = []
         for sname, stack in stacks.items():
-            ts = (stack.targets(name, entry) if sname == "module"
+            ts = (stack.targets(name, entry) if sname.startswith("module")
                   else http_targets(stack, LABELS[sname], wrk_exe, name, entry, work))
             for t in ts:
                 try:
@@ -329,6 +339,10 @@ def main() -> int:
     ap.add_argument("--install", help="install tree (default: newest install/redisai-*/)")
     ap.add_argument("--build", default=str(HERE.parent / "build"), help="configured build folder")
     ap.add_argument("--out", default=str(HERE / "results"), help="folder of the results JSON")
+    ap.add_argument("--module-setting", action="append", default=[], metavar='LABEL="ARGS"',
+                    help="also serve with these module arguments (e.g. "
+                         'tpq1="THREADS_PER_QUEUE 1 INTRA_OP_PARALLELISM 1"): the module\'s rows '
+                         "again, labelled @LABEL, and the defaults against the best of them")
     ap.add_argument("--markdown", metavar="RESULTS.json", help="print the tables of a results file, run nothing")
     ap.add_argument("--update-docs", metavar="RESULTS.json",
                     help="rewrite the tables of README.md and docs/performance.md from a results file")
@@ -342,6 +356,12 @@ def main() -> int:
         print(compare_report.markdown(json.loads(path.read_text()), _shown(path)))
         return 0
     reps, seconds, warm_s = (1, 1.0, 1.0) if opts.quick else (opts.reps, opts.seconds, 1.0)
+    module_settings: dict[str, list[str]] = {}
+    for v in opts.module_setting:
+        label, sep, args = v.partition("=")
+        if not sep or not label or "@" in label:
+            raise SystemExit(f"--module-setting {v}: expected LABEL=\"ARGS\"")
+        module_settings[label] = args.split()
     clients = [int(c) for c in opts.clients.split(",")]
     t_start = time.perf_counter()
     install = base.find_install(opts.install)
@@ -359,7 +379,8 @@ def main() -> int:
         manifest_path = work / "models" / "manifest.json"
         manifest = json.loads(manifest_path.read_text())
         models = {m: manifest["models"][m] for m in opts.models.split(",")}
-        stacks = start_stacks(opts.stacks.split(","), install, load_exe, manifest_path, work, left_out)
+        stacks = start_stacks(opts.stacks.split(","), install, load_exe, manifest_path, work,
+                              left_out, module_settings)
         targets = build_targets(stacks, models, wrk_exe, work, left_out)
         vers = versions(stacks, manifest, wrk_exe)
         print(f"measuring: {reps} repetitions x {seconds:g} s per cell, clients {clients} ...", flush=True)
@@ -376,7 +397,9 @@ def main() -> int:
         "machine": compare_env.machine(), "versions": vers,
         "models": {m: {"bytes": e["bytes"], "inputs": [[i["name"], i["dtype"], i["shape"]] for i in e["inputs"]],
                        "output": [e["output"]["name"], e["output"]["shape"]]} for m, e in models.items()},
-        "stacks": {n: type(s).description for n, s in stacks.items()},
+        "stacks": {n: s.description if isinstance(s, ModuleStack) else type(s).description
+                   for n, s in stacks.items()},
+        "module_settings": module_settings,
         "left_out": left_out, "cells": cells, "seconds_total": round(time.perf_counter() - t_start),
     }
     path = base.write_result(opts.out, f"compare-{stamp}", doc)

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Thread settings: defaults against fixed INTRA_OP_PARALLELISM (or any module arguments), 1 and 32 clients.
+"""Thread settings: defaults against fixed THREADS_PER_QUEUE x INTRA_OP_PARALLELISM (or any module arguments), 1 and 32 clients.
 
-Thread settings: the defaults against fixed INTRA_OP_PARALLELISM settings, for one or more
-install trees, in one run (issue 22's "our own columns", before and after).
+Thread settings: the defaults against fixed thread settings, for one or more install trees,
+in one run.
 
 Per backend (TF, TORCH, ONNX) one redis-server per tree and setting, all up at once
-(THREADS_PER_QUEUE 1, no batching): the defaults (no INTRA_OP_PARALLELISM: the policy of
-backends/common/backend_threads.h) and INTRA_OP_PARALLELISM 2 and 1 (--fixed). Each cell, the
-2x2 model and the MNIST-sized CNN of bench/floor_models.py at 1 and 32 clients, is measured on
+(no batching): the defaults (no THREADS_PER_QUEUE or INTRA_OP_PARALLELISM: one worker and
+a helper per queue, engine/run_queue.c, and the intra-op policy of
+backends/common/backend_threads.h) and fixed settings (--fixed, default THREADS_PER_QUEUE x
+INTRA_OP_PARALLELISM 1x1, 1x2 and 2x1). Each cell, the 2x2 model and the MNIST-sized CNN of bench/floor_models.py at 1 and 32 clients, is measured on
 every server in turn, the order rotating from repetition to repetition, so that trees and
 settings alternate at the finest grain and share the machine's noise. The client is
 bench/floor/rai_load.c (C, one thread, epoll). Prints per cell the median throughput of each
@@ -74,6 +75,7 @@ def measure(b: bench_floor.Backend, model: str, clients: int, seconds: float,
     paired_before = b.info_count("ai_unblocks_paired")
     wakeups_before = b.info_count("ai_completion_wakeups")
     completions_before = b.info_count("ai_completions")
+    helper_before = b.info_count("ai_helper_runs")
     cpu_before = on_cpu_s(b.srv.proc.pid)
     if clients == 1:
         (res,) = b.load.run([b.cmds[model]], clients=1, requests=requests_1[model], warmup=50)
@@ -91,6 +93,8 @@ def measure(b: bench_floor.Backend, model: str, clients: int, seconds: float,
     res["unblocks_paired"] = b.info_count("ai_unblocks_paired") - paired_before
     res["completion_wakeups"] = b.info_count("ai_completion_wakeups") - wakeups_before
     res["completions"] = b.info_count("ai_completions") - completions_before
+    # DAGs the queue's helper worker took (engine/run_queue.c), warm-up included
+    res["helper_runs"] = b.info_count("ai_helper_runs") - helper_before
     return res
 
 
@@ -98,7 +102,18 @@ def summarize(values: list[float]) -> dict[str, float]:
     return {"median": float(statistics.median(values)), "min": min(values), "max": max(values)}
 
 
-def servers_of(trees: list[tuple[str, pathlib.Path]], fixed: list[int],
+def fixed_setting(spec: str) -> tuple[str, list[str]]:
+    """A --fixed entry as (label, module arguments): "N" is INTRA_OP_PARALLELISM N alone
+    ("intraN"); "TxN" also fixes THREADS_PER_QUEUE T ("tpqT-intraN"), which turns the
+    helper worker of the defaults off (engine/run_queue.c), so the setting is fixed whole."""
+    tpq, sep, intra = spec.strip().partition("x")
+    if not sep:
+        return f"intra{int(tpq)}", ["INTRA_OP_PARALLELISM", str(int(tpq))]
+    return (f"tpq{int(tpq)}-intra{int(intra)}",
+            ["THREADS_PER_QUEUE", str(int(tpq)), "INTRA_OP_PARALLELISM", str(int(intra))])
+
+
+def servers_of(trees: list[tuple[str, pathlib.Path]], fixed: list[str],
                tree_args: dict[str, list[str]] | None = None) -> list[Server]:
     """tree_args: more module arguments for every server of a tree label (--tree-args), so
     that one install tree with and without a setting compares as two trees."""
@@ -106,8 +121,9 @@ def servers_of(trees: list[tuple[str, pathlib.Path]], fixed: list[int],
     for tree, path in trees:
         more = (tree_args or {}).get(tree, [])
         out.append((f"{tree}:defaults", tree, "defaults", path, list(more)))
-        out += [(f"{tree}:intra{n}", tree, f"intra{n}", path,
-                 ["INTRA_OP_PARALLELISM", str(n), *more]) for n in fixed]
+        for spec in fixed:
+            label, args = fixed_setting(spec)
+            out.append((f"{tree}:{label}", tree, label, path, [*args, *more]))
     return out
 
 
@@ -156,6 +172,8 @@ def measure_kind(kind: str, servers: list[Server], manifest: dict[str, Any],
                                                     for r in rs]),
                            "paired_share": summarize([2 * r.get("unblocks_paired", 0)
                                                       / max(r["count"], 1) for r in rs]),
+                           "helper_share": summarize([r.get("helper_runs", 0)
+                                                      / max(r["count"], 1) for r in rs]),
                            "rounds": rs}
                    for label, rs in per.items()}
             for cell, per in raw.items()}
@@ -174,9 +192,9 @@ def print_per_server(doc: dict[str, Any], servers: list[Server], cells_run: list
                   + " | ".join(fmt(per[s[0]]) for s in servers) + " |")
 
 
-def report(doc: dict[str, Any], servers: list[Server], trees: list[str], fixed: list[int],
+def report(doc: dict[str, Any], servers: list[Server], trees: list[str], fixed: list[str],
            cells_run: list[tuple[str, int]]) -> list[dict[str, Any]]:
-    settings = ["defaults"] + [f"intra{n}" for n in fixed]
+    settings = ["defaults"] + [fixed_setting(spec)[0] for spec in fixed]
     print(f"\nthroughput, req/s: median [min-max] of {doc['reps']} alternating repetitions; "
           f"load {doc['loadavg_start'][0]:.1f} -> {doc['loadavg_end'][0]:.1f}")
     print_per_server(doc, servers, cells_run, lambda m: f"{m['rps']['median']:,.0f} "
@@ -202,6 +220,9 @@ def report(doc: dict[str, Any], servers: list[Server], trees: list[str], fixed: 
     print("\nrequests unblocked in pairs (INFO ai_unblocks_paired x 2 / requests), medians")
     print_per_server(doc, servers, cells_run,
                      lambda m: f"{m.get('paired_share', {}).get('median', 0):.0%}")
+    print("\nrequests the helper worker ran (INFO ai_helper_runs / requests), medians")
+    print_per_server(doc, servers, cells_run,
+                     lambda m: f"{m.get('helper_share', {}).get('median', 0):.0%}")
     print("\nfinished requests per worker unblock (INFO ai_completions / ai_completion_wakeups; "
           "above 1: the rest queued for the spinning main thread; 0: a tree without the "
           "completion path), medians")
@@ -224,7 +245,10 @@ def main() -> int:
                     help="a tree measured at every setting (default: newest install/redisai-*/)")
     ap.add_argument("--build", default=str(HERE.parent / "build"))
     ap.add_argument("--kinds", default="TF,TORCH,ONNX")
-    ap.add_argument("--fixed", default="2,1", help="INTRA_OP_PARALLELISM values to compare")
+    ap.add_argument("--fixed", default="1x1,1x2,2x1",
+                    help="fixed settings to compare with the defaults, comma-separated: TxN is "
+                         "THREADS_PER_QUEUE T with INTRA_OP_PARALLELISM N, a bare N the latter "
+                         "alone")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=2.0, help="per 32-client measurement")
     ap.add_argument("--requests", type=int, default=2000, help="per 1-client CNN measurement "
@@ -249,7 +273,7 @@ def main() -> int:
         trees.append((label, pathlib.Path(path).resolve()))
     if not trees:
         trees = [("this", base.find_install(None))]
-    fixed = [int(x) for x in opts.fixed.split(",") if x.strip()]
+    fixed = [x.strip() for x in opts.fixed.split(",") if x.strip()]
     tree_args = {}
     for v in opts.tree_args:
         label, _, args = v.partition("=")

@@ -36,9 +36,14 @@ def _model(name: str, doc: dict[str, Any]) -> str:
     return MODEL_NAMES.get(name, name)
 
 
+def _is_setting(label: str) -> bool:
+    """A module row served with a --module-setting ("module DAG @tpq1"), not the defaults."""
+    return " @" in label
+
+
 def headline(doc: dict[str, Any]) -> str:
     cells = _cells(doc)
-    labels = sorted({c["stack"] for c in doc["cells"]}, key=_rank)
+    labels = sorted({c["stack"] for c in doc["cells"] if not _is_setting(c["stack"])}, key=_rank)
     others = [lab for lab in labels if not lab.startswith("module")]
     head = "| model | clients | " + " | ".join(labels) + " | module DAG / best other |"
     rows = [head, "|" + "---|" * (len(labels) + 3)]
@@ -70,13 +75,32 @@ def details(doc: dict[str, Any]) -> str:
 def latency(doc: dict[str, Any]) -> str:
     """One row per model and client count: each stack's p50 / p99 us and server CPU ms per
     request (medians), the compact form of details() for the manual."""
-    labels = sorted({c["stack"] for c in doc["cells"]}, key=_rank)
+    labels = sorted({c["stack"] for c in doc["cells"] if not _is_setting(c["stack"])}, key=_rank)
     rows = ["| model | clients | " + " | ".join(labels) + " |", "|" + "---|" * (len(labels) + 2)]
     for (model, clients), row in _cells(doc).items():
         vals = [f"{row[lab]['p50_us']['median']:,.0f} / {row[lab]['p99_us']['median']:,.0f} / "
                 f"{row[lab]['cpu_ms_per_req']['median']:.3f}" if lab in row else "-"
                 for lab in labels]
         rows.append(f"| {_model(model, doc)} | {clients} | " + " | ".join(vals) + " |")
+    return "\n".join(rows)
+
+
+def settings(doc: dict[str, Any]) -> str:
+    """The module at its defaults against each --module-setting, per model, clients and way
+    of serving (req/s medians), and defaults / the best of them; "" without settings."""
+    labels = list(doc.get("module_settings", {}))
+    if not labels:
+        return ""
+    rows = ["| model | clients | module | defaults | " + " | ".join(f"@{lab}" for lab in labels)
+            + " | defaults / best fixed |", "|" + "---|" * (len(labels) + 5)]
+    for (model, clients), row in _cells(doc).items():
+        for base in [lab for lab in ORDER if lab.startswith("module") and lab in row]:
+            fixed = [row.get(f"{base} @{lab}", {}).get("rps", {}).get("median") for lab in labels]
+            best = max((f for f in fixed if f), default=0.0)
+            ratio = f"{row[base]['rps']['median'] / best:.2f}" if best else "-"
+            rows.append(f"| {_model(model, doc)} | {clients} | {base.removeprefix('module ')} | "
+                        f"{row[base]['rps']['median']:,.0f} | "
+                        + " | ".join(f"{f:,.0f}" if f else "-" for f in fixed) + f" | {ratio} |")
     return "\n".join(rows)
 
 
@@ -98,6 +122,10 @@ def markdown(doc: dict[str, Any], path: pathlib.Path | None = None) -> str:
         "",
         details(doc),
     ]
+    if doc.get("module_settings"):
+        lines += ["", "The module at its defaults and with fixed settings ("
+                  + "; ".join(f"@{k}: {' '.join(v)}" for k, v in doc["module_settings"].items())
+                  + "), req/s:", "", settings(doc)]
     if doc.get("left_out"):
         lines += ["", "Left out:"] + [f"- {k}: {v.splitlines()[0] if v else ''}"
                                        for k, v in doc["left_out"].items()]

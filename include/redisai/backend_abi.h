@@ -252,9 +252,12 @@ typedef struct RAI_ScriptCall {
 /* Per-run facts the core gives a backend. */
 typedef struct RAI_RunInfo {
     uint32_t size;
-    /* 0 .. THREADS_PER_QUEUE-1 within the device's queue; THREADS_PER_QUEUE
-     * for a run on Redis's main thread (inline_run.h), which never overlaps
-     * another run of that thread; -1 for an LLAPI client's synchronous run. */
+    /* 0 .. n-1 within the device's queue, n its threads (THREADS_PER_QUEUE
+     * workers, and one helper after them when THREADS_PER_QUEUE is unset,
+     * docs/configuration.md); n for a run on Redis's main thread
+     * (inline_run.h), which never overlaps another run of that thread; -1
+     * for an LLAPI client's synchronous run. Each index is one thread, so a
+     * backend may keep per-index state. */
     int worker_index;
     /* --- 1.5: the key of the model or script run ("" when unknown), for
      * errors that name it (an isolated backend's "while running <key>").

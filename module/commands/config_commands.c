@@ -35,7 +35,9 @@ static int applyLoadArg(RedisModuleCtx *ctx, RedisModuleString *k, RedisModuleSt
         return ok;
     }
     if (!strcasecmp(key, "THREADS_PER_QUEUE")) {
-        return Config_ParsePositive(v, 1, &rai_config.threads_per_queue);
+        if (!Config_ParsePositive(v, 1, &rai_config.threads_per_queue)) return 0;
+        rai_config.threads_per_queue_set = 1;
+        return 1;
     }
     if (!strcasecmp(key, "INTRA_OP_PARALLELISM")) {
         return Config_ParsePositive(v, 1, &rai_config.intra_op_parallelism);

@@ -144,6 +144,12 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
                                      WriteGate_PausedRefusals());
     RedisModule_InfoAddFieldLongLong(ctx, "completion_redirects", WriteGate_Redirects());
 
+    /* The CPU queue's helper workers (engine/run_queue.c) and the DAGs
+     * they took. */
+    RedisModule_InfoAddSection(ctx, "helpers");
+    RedisModule_InfoAddFieldLongLong(ctx, "helper_workers", RunQueue_Helpers());
+    RedisModule_InfoAddFieldLongLong(ctx, "helper_runs", (long long)RunQueue_HelperRuns());
+
     /* Not in a crash report: it takes the isolation locks. */
     if (!for_crash_report) Iso_InfoSection(ctx, isKindDefault);
 }

@@ -13,6 +13,10 @@
 typedef struct RAI_Config {
     char *backends_path;
     long long threads_per_queue;
+    /* THREADS_PER_QUEUE was given: the queues keep exactly that many
+     * workers. Unset, each queue may add helper workers while runs wait
+     * (engine/run_queue.c, docs/configuration.md). */
+    int threads_per_queue_set;
     long long intra_op_parallelism;
     long long inter_op_parallelism;
     long long model_chunk_size;

@@ -227,6 +227,9 @@ size_t Batch_Take(RAI_RunQueue *q, RAI_Dag ***batch, size_t *cap, long long *wai
     for (RAI_QueueItem *it = RunQueue_First(q); it; prev = it, it = RunQueue_Next(it)) {
         RAI_Dag *dag = RunQueue_ItemDag(it);
         RAI_DagOp *op = batchableOp(dag);
+        /* A helper leaves a batched model's requests to gather for a worker
+         * (engine/run_queue.c). */
+        if (op && RunQueue_IsHelper()) continue;
         long long d0 = op ? batchDim(dag) : -1;
         if (op == NULL || d0 < 0 || d0 >= op->model->batchsize) {
             return takeAlone(q, prev, it, *batch);

@@ -9,7 +9,23 @@
  * waits in the backend's poll (answers, or the queue's eventfd for a new
  * DAG) instead of on the condition variable. Answers continue their DAGs
  * on this thread, as a run waited for would have.
+ *
+ * Helpers: when THREADS_PER_QUEUE is unset, the CPU queue also gets a
+ * helper worker (none on one core, none when a backend kind is isolated:
+ * there a worker already keeps several runs in flight). The helper sleeps on
+ * a condition variable of its own, so a push never wakes it instead of an
+ * idle worker, and takes a DAG only while every worker runs one, a DAG
+ * waits, and the queue's recent runs took at least RUNQUEUE_HELP_MIN_RUN_US:
+ * then the workers, not Redis's main thread, bound the throughput, and a
+ * second run at once uses the core the main thread leaves (the CNNs at 32
+ * clients on 2 cores: THREADS_PER_QUEUE 2 gave 1.18-1.50x). Short runs (a
+ * 2x2 model, about 4 us) are bound by the main thread, and a second worker
+ * only takes CPU from it (0.84-0.93x): no helper for them. One client never
+ * finds the worker busy, so the helper never runs for it, and it never
+ * spins. It skips DAGs whose model batches (batch.c): the user asked those
+ * to gather while the worker runs.
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "engine/run_queue.h"
 
 #include <pthread.h>
@@ -39,8 +55,13 @@ struct RAI_RunQueue {
     RAI_QueueItem *head;
     RAI_QueueItem *tail;
     RAI_QueueItem *returned_tail; /* the last of the DAGs at the head that PushFront returned */
-    int nthreads;
-    int busy; /* workers running a DAG, under lock */
+    int nthreads;  /* the workers: THREADS_PER_QUEUE */
+    int nhelpers;  /* helper workers, after them in threads[] */
+    int busy; /* workers and helpers running a DAG, under lock */
+    int workers_busy;  /* workers (not helpers) running a DAG, under lock */
+    int helpers_idle;  /* helpers waiting on help, under lock */
+    long long run_us;  /* recent time per DAG taken, a moving average, under lock */
+    pthread_cond_t help;
     long in_flight; /* runs handed off and not answered, all workers, under lock */
     int pollers;    /* workers waiting on answers: a push writes wake_fd */
     int wake_fd;    /* eventfd, -1 if none could be made (then no hand-off) */
@@ -56,9 +77,33 @@ typedef struct WorkerArgs {
 
 static RAI_RunQueue *queues = NULL;
 static __thread int worker_index = -1;
+static __thread int is_helper = 0;
+static unsigned long long helper_runs = 0; /* atomic */
 
 int RunQueue_WorkerIndex(void) {
     return worker_index;
+}
+
+int RunQueue_IsHelper(void) {
+    return is_helper;
+}
+
+unsigned long long RunQueue_HelperRuns(void) {
+    return __atomic_load_n(&helper_runs, __ATOMIC_RELAXED);
+}
+
+/* A DAG waits, every worker runs one, and runs are long enough that the
+ * workers bound the throughput (see the top). Lock held. */
+static int helperWanted(const RAI_RunQueue *q) {
+    return q->head != NULL && q->workers_busy >= q->nthreads &&
+           q->run_us >= RUNQUEUE_HELP_MIN_RUN_US;
+}
+
+/* policy_run of n DAGs taken at start_us just ended: the queue's recent time
+ * per DAG, weighing the latest an eighth. Lock held. */
+static void noteRunTime(RAI_RunQueue *q, long long start_us, size_t n) {
+    long long per = (Clock_NowUs() - start_us) / (long long)(n ? n : 1);
+    q->run_us += (per - q->run_us) / 8;
 }
 
 /* What workers take and how they run it (RunQueue_SetPolicy). */
@@ -220,9 +265,13 @@ static void *workerMain(void *arg) {
         size_t n = policy_take(q, &batch, &cap, &wait_ms);
         if (n > 0) {
             q->busy++;
+            q->workers_busy++;
             pthread_mutex_unlock(&q->lock);
+            long long start = Clock_NowUs();
             policy_run(batch, n, q);
             pthread_mutex_lock(&q->lock);
+            noteRunTime(q, start, n);
+            q->workers_busy--;
             q->busy--;
             continue;
         }
@@ -253,6 +302,39 @@ static void *workerMain(void *arg) {
     return NULL;
 }
 
+/* A helper (see the top): no spin, no hand-off, no timed wait; whatever it
+ * leaves (a batch gathering, a DAG held) a worker takes. */
+static void *helperMain(void *arg) {
+    WorkerArgs *wa = arg;
+    RAI_RunQueue *q = wa->queue;
+    worker_index = wa->index;
+    is_helper = 1;
+    RedisModule_Free(wa);
+    AsyncRun_Allow(0);
+    size_t cap = 16;
+    struct RAI_Dag **batch = RedisModule_Alloc(sizeof(struct RAI_Dag *) * cap);
+    pthread_mutex_lock(&q->lock);
+    for (;;) {
+        long long wait_ms;
+        size_t n = helperWanted(q) ? policy_take(q, &batch, &cap, &wait_ms) : 0;
+        if (n == 0) {
+            q->helpers_idle++;
+            pthread_cond_wait(&q->help, &q->lock);
+            q->helpers_idle--;
+            continue;
+        }
+        q->busy++;
+        pthread_mutex_unlock(&q->lock);
+        long long start = Clock_NowUs();
+        policy_run(batch, n, q);
+        __atomic_add_fetch(&helper_runs, n, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&q->lock);
+        noteRunTime(q, start, n);
+        q->busy--;
+    }
+    return NULL;
+}
+
 /* Links item in after `after` (NULL: first), then wakes a worker, on the
  * condition variable or, if one waits in the backend's poll for answers, on
  * wake_fd. Lock held. */
@@ -266,6 +348,7 @@ static void linkAfter(RAI_RunQueue *q, RAI_QueueItem *after, RAI_QueueItem *item
     if (q->tail == after) q->tail = item;
     __atomic_store_n(&q->pushes, q->pushes + 1, __ATOMIC_RELEASE);
     pthread_cond_signal(&q->ready);
+    if (q->helpers_idle > 0 && helperWanted(q)) pthread_cond_signal(&q->help);
     if (q->pollers > 0) {
         uint64_t one = 1;
         if (write(q->wake_fd, &one, sizeof(one)) < 0) one = 0; /* already signalled */
@@ -299,7 +382,14 @@ int RunQueue_Idle(RAI_RunQueue *q) {
 }
 
 int RunQueue_Threads(const RAI_RunQueue *q) {
-    return q->nthreads;
+    return q->nthreads + q->nhelpers;
+}
+
+int RunQueue_Helpers(void) {
+    for (const RAI_RunQueue *q = queues; q; q = q->next) {
+        if (!strcmp(q->name, "CPU")) return q->nhelpers;
+    }
+    return 0;
 }
 
 size_t RunQueue_Count(void) {
@@ -310,7 +400,7 @@ size_t RunQueue_Count(void) {
 
 void RunQueue_InfoCpu(RedisModuleInfoCtx *ctx) {
     for (RAI_RunQueue *q = queues; q; q = q->next) {
-        for (int i = 0; i < q->nthreads; i++) {
+        for (int i = 0; i < q->nthreads + q->nhelpers; i++) {
             char field[96], value[64];
             snprintf(field, sizeof(field), "queue_%s_bthread_n%d_used_cpu_total", q->name, i + 1);
             clockid_t cid;
@@ -325,6 +415,20 @@ void RunQueue_InfoCpu(RedisModuleInfoCtx *ctx) {
     }
 }
 
+/* Helpers for a new queue (see the top): the CPU queue's, with
+ * THREADS_PER_QUEUE unset, no kind isolated and a second core. Other
+ * devices' queues keep their workers: a second thread per GPU was not
+ * measured here. */
+static int helpersFor(const char *name) {
+    if (rai_config.threads_per_queue_set || rai_config.isolate_kinds != 0) return 0;
+    if (strcmp(name, "CPU") != 0) return 0;
+    cpu_set_t set;
+    long cores = 0;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+    if (cores <= 0) cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores >= 2 ? 1 : 0;
+}
+
 RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err) {
     char name[32];
     Device_QueueName(device_str, name, sizeof(name));
@@ -336,8 +440,10 @@ RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err) {
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->ready, NULL);
     q->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    pthread_cond_init(&q->help, NULL);
     q->nthreads = (int)rai_config.threads_per_queue;
-    q->threads = RedisModule_Calloc(q->nthreads, sizeof(pthread_t));
+    int helpers = helpersFor(name);
+    q->threads = RedisModule_Calloc(q->nthreads + helpers, sizeof(pthread_t));
     for (int i = 0; i < q->nthreads; i++) {
         WorkerArgs *wa = RedisModule_Alloc(sizeof(*wa));
         *wa = (WorkerArgs){.queue = q, .index = i};
@@ -353,8 +459,18 @@ RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err) {
                 return NULL;
             }
             q->nthreads = i;
+            helpers = 0;
             break;
         }
+    }
+    for (int i = 0; i < helpers; i++) {
+        WorkerArgs *wa = RedisModule_Alloc(sizeof(*wa));
+        *wa = (WorkerArgs){.queue = q, .index = q->nthreads + i};
+        if (pthread_create(&q->threads[q->nthreads + i], NULL, helperMain, wa) != 0) {
+            RedisModule_Free(wa);
+            break; /* the workers serve alone */
+        }
+        q->nhelpers++;
     }
     q->next = queues;
     queues = q;

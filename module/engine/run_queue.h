@@ -1,6 +1,7 @@
 /*
  * run_queue.h - one FIFO of DAGs per device (upper-cased device string),
- * each served by THREADS_PER_QUEUE worker threads. Queues are created on the
+ * each served by THREADS_PER_QUEUE worker threads (and, when that is unset,
+ * a helper while runs wait: run_queue.c). Queues are created on the
  * main thread and live for the life of the process.
  */
 #ifndef REDISAI_RUN_QUEUE_H
@@ -47,10 +48,20 @@ void RunQueue_PushFront(RAI_RunQueue *q, struct RAI_Dag *dag);
 /* Nothing queued and no worker running: a DAG pushed now would start at
  * once. A snapshot (another thread may push right after). Any thread. */
 int RunQueue_Idle(RAI_RunQueue *q);
-/* THREADS_PER_QUEUE of this queue (fixed at its creation). */
+/* The threads of this queue (fixed at its creation): THREADS_PER_QUEUE
+ * workers and, when that was left unset, the helpers (run_queue.c). */
 int RunQueue_Threads(const RAI_RunQueue *q);
-/* Index of the calling worker within its queue, -1 off the workers. */
+/* Index of the calling worker within its queue (helpers after the
+ * workers), -1 off the workers. */
 int RunQueue_WorkerIndex(void);
+/* The calling thread is a queue's helper. */
+int RunQueue_IsHelper(void);
+/* The CPU queue's helpers (0 or 1), and DAGs helpers took since load (INFO). */
+int RunQueue_Helpers(void);
+unsigned long long RunQueue_HelperRuns(void);
+/* A helper takes a DAG only while the queue's recent runs took at least
+ * this long: shorter ones are bound by Redis's main thread (run_queue.c). */
+#define RUNQUEUE_HELP_MIN_RUN_US 10
 /* Queues created so far (at least CPU's, made at load). Main thread. */
 size_t RunQueue_Count(void);
 /* INFO fields ai_queue_<DEVICE>_bthread_n<i>_used_cpu_total. Main thread. */

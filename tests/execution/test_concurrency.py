@@ -1,6 +1,6 @@
 """The main thread never runs a model: while a ~2 s MODELEXECUTE is blocked on a worker,
 PING (and other commands) answer within milliseconds. Also TIMEOUT (+TIMEDOUT) for a run
-queued behind a slow one, and a client that disconnects while blocked.
+queued behind a slow one (THREADS_PER_QUEUE 1), and a client that disconnects while blocked.
 
 The slow graph (tests/support/tf_graphs.py) loops `n` times; `n` is calibrated at test time."""
 from __future__ import annotations
@@ -17,7 +17,20 @@ from resp import RawClient, Status
 @pytest.fixture(scope="module")
 def slow(tf_server):
     """Stores the slow and the mul model; returns a function n(seconds) -> loop count."""
-    with RawClient(tf_server.port) as c:
+    return store_slow(tf_server)
+
+
+@pytest.fixture(scope="module")
+def one_worker(start_server, tf_backend_path):
+    """THREADS_PER_QUEUE 1: a request queued behind a slow run waits for it (with the
+    default helper, engine/run_queue.c, a short one would run beside it:
+    tests/execution/test_helper_workers.py)."""
+    srv = start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"])
+    return srv, store_slow(srv)
+
+
+def store_slow(server):
+    with RawClient(server.port) as c:
         assert_ok(c.execute("FLUSHALL", "SYNC"))
         assert_ok(c.execute("AI.MODELSTORE", "slow", "TF", "CPU", "INPUTS", 1, "n", "OUTPUTS", 1,
                             "out", "BLOB", tf_graphs.slow_graph()))
@@ -74,7 +87,8 @@ def test_ping_answers_while_model_runs(tf_server, slow):
         assert _blocked(c) == 0
 
 
-def test_timeout_for_a_run_queued_behind_a_slow_one(tf_server, slow):
+def test_timeout_for_a_run_queued_behind_a_slow_one(one_worker):
+    tf_server, slow = one_worker
     n = slow(0.6)
     with RawClient(tf_server.port) as blocker, RawClient(tf_server.port) as waiter, \
             RawClient(tf_server.port) as c:

@@ -20,7 +20,7 @@ commands run", shared errors):
   else is checked.
 
 The queue is held by a slow TF run (engine_models.HeldQueue) so that requests wait behind
-it. Servers: conftest's tf_server; an ONNX server with MODEL_EXECUTION_TIMEOUT 1000 and
+it. Servers: a TF server with THREADS_PER_QUEUE 1 (one worker, no helper); an ONNX server with MODEL_EXECUTION_TIMEOUT 1000 and
 BACKEND_MEMORY_LIMIT 32 (MB), skipped while the ONNX backend is not built. When this file
 was written the two ONNX limits were not implemented yet: those tests run and report."""
 from __future__ import annotations
@@ -40,6 +40,14 @@ REFUSED = "ERR Cannot run RedisAI command within a transaction or a LUA script"
 ORT_TERMINATED = "Exiting due to terminate flag being set to true."
 ORT_MEMORY = "Onnxruntime memory limit exceeded, memory allocation failed."
 HOLD_S = 0.4
+
+
+@pytest.fixture(scope="module")
+def tf_server(start_server: StartServer, tf_backend_path) -> RedisServer:
+    """THREADS_PER_QUEUE 1, RedisAI 1.2's queue: the tests hold its one worker with a slow run
+    so that requests wait; with the default helper (engine/run_queue.c) a request queued
+    behind the slow run would run beside it instead (tests/execution/test_helper_workers.py)."""
+    return start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"])
 
 
 @pytest.fixture

@@ -386,7 +386,8 @@ def ai_sections(c: RawClient) -> dict[str, list[tuple[str, str]]]:
         names = names[:-1]  # the suite runs isolated: the hosts' own section comes last
     # 1.2's five sections first, in 1.2's order (tools take them by position), then ours
     assert names == ["Modules", "ai_versions", "ai_git", "ai_load_time_configs", "ai_backends_info",
-                     "ai_cpu", "ai_backends_paths", "ai_inline_runs", "ai_completions"], names
+                     "ai_cpu", "ai_backends_paths", "ai_inline_runs", "ai_completions",
+                     "ai_helpers"], names
     return dict(secs)
 
 
@@ -488,7 +489,12 @@ def test_info_modules_tf_only(module_path, tf_backend_path):
                 ("ai_threads_per_queue", "1"), ("ai_inter_op_parallelism", "0"),
                 ("ai_intra_op_parallelism", "0"), ("ai_model_execution_timeout", "5000"),
                 ("ai_backend_memory_limit", "0")]
-            check_cpu_section(secs["ai_cpu"], {"CPU": 1})
+            # THREADS_PER_QUEUE unset: the worker and, on two cores or more and with no
+            # backend isolated, the CPU queue's helper (engine/run_queue.c)
+            helpers = 0 if os.environ.get(ISOLATE_ENV) or len(os.sched_getaffinity(0)) < 2 else 1
+            check_cpu_section(secs["ai_cpu"], {"CPU": 1 + helpers})
+            assert secs["ai_helpers"] == [("ai_helper_workers", str(helpers)),
+                                          ("ai_helper_runs", "0")]
     finally:
         srv.stop()
 
