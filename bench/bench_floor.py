@@ -78,12 +78,15 @@ class Backend:
 
     def __init__(self, kind: str, install: pathlib.Path, manifest: dict[str, Any],
                  load_exe: pathlib.Path, floor_exe: pathlib.Path, work: pathlib.Path,
-                 extra_args: Sequence[str] = ()) -> None:
-        """extra_args: more module arguments (bench_threads.py: INTRA_OP_PARALLELISM n)."""
+                 extra_args: Sequence[str] = (),
+                 base_args: Sequence[str] = ("THREADS_PER_QUEUE", "1")) -> None:
+        """extra_args: more module arguments (bench_threads.py: its settings); base_args: the
+        arguments before them, THREADS_PER_QUEUE 1 (one worker, no helper) unless replaced
+        (bench_threads.py gives none: its defaults are the module's)."""
         self.kind = kind
         self.so = backend_file(install, BACKEND_DIRS[kind])
         self.srv = RedisServer(install / "redisai.so",
-                               [kind, str(self.so), "THREADS_PER_QUEUE", "1", *extra_args])
+                               [kind, str(self.so), *base_args, *extra_args])
         self.client = base.Client(self.srv.port)
         self.load = floor_tools.Load(load_exe, self.srv.port, work)
         self.cmds: dict[str, bytes] = {}

@@ -143,7 +143,7 @@ def measure_kind(kind: str, servers: list[Server], manifest: dict[str, Any],
             sub = work / f"{kind}-{label.replace(':', '-')}"
             sub.mkdir()
             up[label] = bench_floor.Backend(kind, tree, manifest, load_exe, floor_exe, sub,
-                                            extra_args=args)
+                                            extra_args=args, base_args=())
         for b in up.values():
             for model in ("trivial", "cnn"):
                 b.load.run([b.cmds[model]], requests=5, warmup=50)

@@ -15,15 +15,16 @@
  * there a worker already keeps several runs in flight). The helper sleeps on
  * a condition variable of its own, so a push never wakes it instead of an
  * idle worker, and takes a DAG only while every worker runs one, a DAG
- * waits, and the queue's recent runs took at least RUNQUEUE_HELP_MIN_RUN_US:
- * then the workers, not Redis's main thread, bound the throughput, and a
- * second run at once uses the core the main thread leaves (the CNNs at 32
- * clients on 2 cores: THREADS_PER_QUEUE 2 gave 1.18-1.50x). Short runs (a
- * 2x2 model, about 4 us) are bound by the main thread, and a second worker
- * only takes CPU from it (0.84-0.93x): no helper for them. One client never
- * finds the worker busy, so the helper never runs for it, and it never
- * spins. It skips DAGs whose model batches (batch.c): the user asked those
- * to gather while the worker runs.
+ * waits, and the queue's recent DAGs took at least RUNQUEUE_HELP_MIN_RUN_US
+ * of a worker's CPU. Then the workers, not Redis's main thread, bound the
+ * throughput, and a second run at once uses the core the main thread leaves
+ * (the CNNs at 32 clients on 2 cores: THREADS_PER_QUEUE 2 gave 1.18-1.50x).
+ * A 2x2 model's DAG takes a worker about 5 us, less than the main thread
+ * spends on its request: the main thread bounds those, and a second worker
+ * only takes CPU from it (0.84-0.93x), so no helper for them. One client
+ * never finds the worker busy, so the helper never runs for it, and it
+ * never spins. It skips DAGs whose model batches (batch.c): the user asked
+ * those to gather while the worker runs.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "engine/run_queue.h"
@@ -60,7 +61,8 @@ struct RAI_RunQueue {
     int busy; /* workers and helpers running a DAG, under lock */
     int workers_busy;  /* workers (not helpers) running a DAG, under lock */
     int helpers_idle;  /* helpers waiting on help, under lock */
-    long long run_us;  /* recent time per DAG taken, a moving average, under lock */
+    long long run_us;  /* recent CPU time per DAG taken, a moving average, under lock */
+    unsigned long takes; /* takes so far, under lock: one in RUNQUEUE_SAMPLE is timed */
     pthread_cond_t help;
     long in_flight; /* runs handed off and not answered, all workers, under lock */
     int pollers;    /* workers waiting on answers: a push writes wake_fd */
@@ -99,11 +101,31 @@ static int helperWanted(const RAI_RunQueue *q) {
            q->run_us >= RUNQUEUE_HELP_MIN_RUN_US;
 }
 
-/* policy_run of n DAGs taken at start_us just ended: the queue's recent time
- * per DAG, weighing the latest an eighth. Lock held. */
-static void noteRunTime(RAI_RunQueue *q, long long start_us, size_t n) {
-    long long per = (Clock_NowUs() - start_us) / (long long)(n ? n : 1);
-    q->run_us += (per - q->run_us) / 8;
+/* The worker's own CPU time, not the wall clock: on few cores a worker
+ * preempted by Redis's main thread or the clients would make a short run
+ * look long. A system call, so one take in RUNQUEUE_SAMPLE is timed (and
+ * every take until the first sample). */
+#define RUNQUEUE_SAMPLE 8
+static long long threadCpuUs(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Whether this take is timed: -1 if not, else the thread's CPU time now.
+ * Lock held. */
+static long long sampleStart(RAI_RunQueue *q) {
+    if (q->takes++ % RUNQUEUE_SAMPLE != 0 && q->run_us > 0) return -1;
+    return threadCpuUs();
+}
+
+/* A timed policy_run of n DAGs ended: the queue's recent CPU time per DAG,
+ * weighing the latest a quarter. Lock held. */
+static void noteRunTime(RAI_RunQueue *q, long long start_cpu, long long end_cpu, size_t n) {
+    if (start_cpu < 0) return;
+    long long per = (end_cpu - start_cpu) / (long long)(n ? n : 1);
+    if (per < 1) per = 1;
+    q->run_us = q->run_us > 0 ? q->run_us + (per - q->run_us) / 4 : per;
 }
 
 /* What workers take and how they run it (RunQueue_SetPolicy). */
@@ -266,11 +288,12 @@ static void *workerMain(void *arg) {
         if (n > 0) {
             q->busy++;
             q->workers_busy++;
+            long long start = sampleStart(q);
             pthread_mutex_unlock(&q->lock);
-            long long start = Clock_NowUs();
             policy_run(batch, n, q);
+            long long end = start >= 0 ? threadCpuUs() : 0;
             pthread_mutex_lock(&q->lock);
-            noteRunTime(q, start, n);
+            noteRunTime(q, start, end, n);
             q->workers_busy--;
             q->busy--;
             continue;
@@ -313,23 +336,32 @@ static void *helperMain(void *arg) {
     AsyncRun_Allow(0);
     size_t cap = 16;
     struct RAI_Dag **batch = RedisModule_Alloc(sizeof(struct RAI_Dag *) * cap);
+    /* Once it has run a DAG it goes on while DAGs wait and runs stay long,
+     * as a worker would: sleeping whenever the worker is between two DAGs
+     * costs a wake-up per DAG under load. */
+    int going = 0;
     pthread_mutex_lock(&q->lock);
     for (;;) {
         long long wait_ms;
-        size_t n = helperWanted(q) ? policy_take(q, &batch, &cap, &wait_ms) : 0;
+        int wanted = going ? q->head != NULL && q->run_us >= RUNQUEUE_HELP_MIN_RUN_US
+                           : helperWanted(q);
+        size_t n = wanted ? policy_take(q, &batch, &cap, &wait_ms) : 0;
         if (n == 0) {
+            going = 0;
             q->helpers_idle++;
             pthread_cond_wait(&q->help, &q->lock);
             q->helpers_idle--;
             continue;
         }
+        going = 1;
         q->busy++;
+        long long start = sampleStart(q);
         pthread_mutex_unlock(&q->lock);
-        long long start = Clock_NowUs();
         policy_run(batch, n, q);
+        long long end = start >= 0 ? threadCpuUs() : 0;
         __atomic_add_fetch(&helper_runs, n, __ATOMIC_RELAXED);
         pthread_mutex_lock(&q->lock);
-        noteRunTime(q, start, n);
+        noteRunTime(q, start, end, n);
         q->busy--;
     }
     return NULL;

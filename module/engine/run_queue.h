@@ -59,8 +59,9 @@ int RunQueue_IsHelper(void);
 /* The CPU queue's helpers (0 or 1), and DAGs helpers took since load (INFO). */
 int RunQueue_Helpers(void);
 unsigned long long RunQueue_HelperRuns(void);
-/* A helper takes a DAG only while the queue's recent runs took at least
- * this long: shorter ones are bound by Redis's main thread (run_queue.c). */
+/* A helper takes a DAG only while the queue's recent DAGs took at least
+ * this much of a worker's CPU time: with less, Redis's main thread bounds
+ * the throughput (run_queue.c). */
 #define RUNQUEUE_HELP_MIN_RUN_US 10
 /* Queues created so far (at least CPU's, made at load). Main thread. */
 size_t RunQueue_Count(void);
