@@ -131,9 +131,19 @@ class ModuleStack:
                              pathlib.Path(i["file"]).read_bytes())
         return keys
 
+    def helper_runs(self) -> int:
+        """INFO's count of requests the CPU queue's helper ran (engine/run_queue.c)."""
+        text = bytes(self.client.call("INFO", "MODULES")).decode()
+        for line in text.splitlines():
+            if line.startswith("ai_helper_runs:"):
+                return int(line.split(":", 1)[1])
+        return 0
+
     def _run(self, cmd: bytes) -> Callable[[int, float], dict[str, Any]]:
         def run(clients: int, seconds: float) -> dict[str, Any]:
+            before = self.helper_runs()
             (res,) = self.load.run([cmd], clients=clients, seconds=seconds, warmup=0)
+            res["helper_share"] = (self.helper_runs() - before) / max(1, res["count"])
             return res
         return run
 
@@ -198,6 +208,7 @@ def measure(t: Target, clients: int, seconds: float, warm_s: float, others: list
     cpu = compare_env.tree_cpu_seconds(t.server.pids()) - cpu0
     bg = compare_env.tree_cpu_seconds([p for s in others for p in s.pids()]) - bg0
     return {"rps": res["rps"], "p50_us": res["p50_us"], "p99_us": res["p99_us"],
+            "helper_share": res.get("helper_share", 0.0),
             "count": res["count"], "cpu_s": cpu, "cpu_ms_per_req": 1000 * cpu / max(1, res["count"]),
             "server_cores": cpu / wall, "others_cpu_s": bg}
 

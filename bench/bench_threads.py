@@ -239,6 +239,38 @@ def report(doc: dict[str, Any], servers: list[Server], trees: list[str], fixed: 
     return summary
 
 
+MODEL_NAMES = {"trivial": "2x2", "cnn": "CNN"}
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The docs' table of a results file (docs/performance.md): per backend, model and clients,
+    the first tree's defaults (req/s, p50, server / main-thread CPU per request, the share of
+    requests its helper ran), each fixed setting's req/s, and defaults / the best of them."""
+    tree = next(iter(doc["trees"]))
+    labels = [label for label, _ in doc["servers"] if label.startswith(f"{tree}:")]
+    fixed = [label for label in labels if label != f"{tree}:defaults"]
+    names = [label.split(":", 1)[1] for label in fixed]
+    rows = ["| backend | model, clients | req/s | p50 us | CPU us/req (server / main) | helper "
+            "| " + " | ".join(names) + (" | defaults / best fixed |" if fixed else ""),
+            "|" + "---|" * (6 + len(fixed) + (1 if fixed else 0))]
+    kinds = {"TF": "TF", "TORCH": "Torch", "ONNX": "ONNX"}
+    for kind, cells in doc["backends"].items():
+        for cell, per in cells.items():
+            model, clients = cell.rsplit("_", 1)
+            d = per[f"{tree}:defaults"]
+            vals = [f"{d['rps']['median']:,.0f}", f"{d['p50_us']['median']:,.0f}",
+                    f"{d['server_cpu_us_per_req']['median']:.0f} / "
+                    f"{d['main_cpu_us_per_req']['median']:.0f}",
+                    f"{d.get('helper_share', {}).get('median', 0):.0%}"]
+            meds = [per[label]["rps"]["median"] for label in fixed]
+            vals += [f"{m:,.0f}" for m in meds]
+            if fixed:
+                vals.append(f"{d['rps']['median'] / max(meds):.2f}")
+            rows.append(f"| {kinds.get(kind, kind)} | {MODEL_NAMES.get(model, model)}, {clients} | "
+                        + " | ".join(vals) + " |")
+    return "\n".join(rows)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--install", action="append", default=[], metavar="LABEL=DIR",
@@ -258,10 +290,15 @@ def main() -> int:
     ap.add_argument("--models", default="", help="folder of floor_models.py's output, reused "
                     "when it holds a manifest (else made there)")
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--markdown", metavar="RESULTS.json",
+                    help="print the docs' table of a results file, run nothing")
     ap.add_argument("--tree-args", action="append", default=[], metavar='LABEL="ARGS"',
                     help="module arguments for every server of --install LABEL (e.g. "
                          '--install nospin=DIR --tree-args nospin="WORKER_SPIN_US 0")')
     opts = ap.parse_args()
+    if opts.markdown:
+        print(markdown(json.loads(pathlib.Path(opts.markdown).read_text())))
+        return 0
     cells_run = [(c.split(":")[0], int(c.split(":")[1])) for c in opts.cells.split(",") if c]
 
     t0 = time.perf_counter()

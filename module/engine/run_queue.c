@@ -15,12 +15,13 @@
  * there a worker already keeps several runs in flight). The helper sleeps on
  * a condition variable of its own, so a push never wakes it instead of an
  * idle worker, and takes a DAG only while every worker runs one, a DAG
- * waits, and the queue's recent DAGs took at least RUNQUEUE_HELP_MIN_RUN_US
- * of a worker's CPU. Then the workers, not Redis's main thread, bound the
- * throughput, and a second run at once uses the core the main thread leaves
- * (the CNNs at 32 clients on 2 cores: THREADS_PER_QUEUE 2 gave 1.18-1.50x).
- * A 2x2 model's DAG takes a worker about 5 us, less than the main thread
- * spends on its request: the main thread bounds those, and a second worker
+ * waits, and the queue's recent DAGs took more of a worker's CPU than their
+ * requests take Redis's main thread (and RUNQUEUE_HELP_MIN_RUN_US at
+ * least). Then the workers, not the main thread, bound the throughput, and
+ * a second run at once uses the core the main thread leaves (the CNNs at 32
+ * clients on 2 cores: THREADS_PER_QUEUE 2 gave 1.18-1.50x). A 2x2 model's
+ * DAG takes a worker about 5 us, less than the main thread spends on its
+ * request (12-15 us): the main thread bounds those, and a second worker
  * only takes CPU from it (0.84-0.93x), so no helper for them. One client
  * never finds the worker busy, so the helper never runs for it, and it
  * never spins. It skips DAGs whose model batches (batch.c): the user asked
@@ -94,13 +95,6 @@ unsigned long long RunQueue_HelperRuns(void) {
     return __atomic_load_n(&helper_runs, __ATOMIC_RELAXED);
 }
 
-/* A DAG waits, every worker runs one, and runs are long enough that the
- * workers bound the throughput (see the top). Lock held. */
-static int helperWanted(const RAI_RunQueue *q) {
-    return q->head != NULL && q->workers_busy >= q->nthreads &&
-           q->run_us >= RUNQUEUE_HELP_MIN_RUN_US;
-}
-
 /* The worker's own CPU time, not the wall clock: on few cores a worker
  * preempted by Redis's main thread or the clients would make a short run
  * look long. A system call, so one take in RUNQUEUE_SAMPLE is timed (and
@@ -110,6 +104,25 @@ static long long threadCpuUs(void) {
     struct timespec ts;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Redis's main thread's CPU time per run started, over the latest
+ * RUNQUEUE_MAIN_SAMPLE (RunQueue_ClientStarts): all its work, other
+ * clients' commands included. Written by the main thread, read by workers. */
+#define RUNQUEUE_MAIN_SAMPLE 64
+static long long main_us_per_start = 0;
+
+/* Runs are long enough that the workers, not the main thread, bound the
+ * throughput (see the top): a DAG takes a worker more CPU than its request
+ * takes the main thread, and at least RUNQUEUE_HELP_MIN_RUN_US. Lock held. */
+static int runsAreLong(const RAI_RunQueue *q) {
+    return q->run_us >= RUNQUEUE_HELP_MIN_RUN_US &&
+           q->run_us > __atomic_load_n(&main_us_per_start, __ATOMIC_RELAXED);
+}
+
+/* A DAG waits, every worker runs one, and runs are long. Lock held. */
+static int helperWanted(const RAI_RunQueue *q) {
+    return q->head != NULL && q->workers_busy >= q->nthreads && runsAreLong(q);
 }
 
 /* Whether this take is timed: -1 if not, else the thread's CPU time now.
@@ -226,9 +239,20 @@ long long RunQueue_ClientsWaiting(void) {
 static unsigned long long last_client = 0; /* main thread */
 static int same_client = 0;                 /* written by the main thread */
 
+static unsigned long starts = 0;    /* main thread */
+static long long main_cpu_mark = -1; /* main thread */
+
 void RunQueue_ClientStarts(unsigned long long client_id) {
     __atomic_store_n(&same_client, client_id == last_client, __ATOMIC_RELAXED);
     last_client = client_id;
+    if (++starts % RUNQUEUE_MAIN_SAMPLE == 0) {
+        long long now = threadCpuUs();
+        if (main_cpu_mark >= 0) {
+            __atomic_store_n(&main_us_per_start, (now - main_cpu_mark) / RUNQUEUE_MAIN_SAMPLE,
+                             __ATOMIC_RELAXED);
+        }
+        main_cpu_mark = now;
+    }
 }
 
 int RunQueue_LoneClient(void) {
@@ -343,8 +367,7 @@ static void *helperMain(void *arg) {
     pthread_mutex_lock(&q->lock);
     for (;;) {
         long long wait_ms;
-        int wanted = going ? q->head != NULL && q->run_us >= RUNQUEUE_HELP_MIN_RUN_US
-                           : helperWanted(q);
+        int wanted = going ? q->head != NULL && runsAreLong(q) : helperWanted(q);
         size_t n = wanted ? policy_take(q, &batch, &cap, &wait_ms) : 0;
         if (n == 0) {
             going = 0;
