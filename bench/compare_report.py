@@ -154,7 +154,16 @@ def block(kind: str, doc: dict[str, Any], results: str) -> str:
             "medians; `--markdown` on the file prints every repetition's range.\n\n"
             "Requests per second:\n\n" + headline(doc) + "\n\n"
             "p50 / p99 latency (us) / server CPU per request (ms, all the server's processes):\n\n"
-            + latency(doc))
+            + latency(doc) + settings_block(doc))
+
+
+def settings_block(doc: dict[str, Any]) -> str:
+    """The module's defaults against its fixed settings, when the run had any."""
+    if not doc.get("module_settings"):
+        return ""
+    named = "; ".join(f"`@{k}`: `{' '.join(v)}`" for k, v in doc["module_settings"].items())
+    return ("\n\nThe module at its defaults and with fixed module arguments (" + named
+            + "), req/s:\n\n" + settings(doc))
 
 
 def rewrite(text: str, kind: str, results: str, doc: dict[str, Any]) -> str:

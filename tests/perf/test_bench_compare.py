@@ -93,3 +93,25 @@ def test_markdown_tables_and_ratios() -> None:
     assert "| CNN (MNIST-sized) | 1 | 3,000 | 1,000 | 1,500 | 2.00x |" in text
     assert "| CNN (MNIST-sized) | 1 | FastAPI + uvicorn | 1,000 (900-1,100) | 100 | 100 | 0.100 |  | 3.00x |" in text
     assert "- pytriton: no" in text
+
+
+def test_module_settings_table_and_headline_without_them() -> None:
+    """--module-setting rows ("module DAG @tpq2") stay out of the headline and the ratios to
+    other stacks, and get a table of their own: the defaults against the best of them."""
+    def cell(stack: str, rps: float) -> dict:
+        one = {"median": 100.0, "min": 90.0, "max": 110.0}
+        return {"model": "cnn", "clients": 16, "stack": stack, "rps": {"median": rps, "min": rps, "max": rps},
+                "p50_us": one, "p99_us": one, "cpu_ms_per_req": {"median": 0.1, "min": 0.1, "max": 0.1}}
+
+    doc = {"command": "c", "settings": {"reps": 3, "seconds": 5}, "machine": {"cores": 2, "cpu_model": "x",
+                                                                            "kernel": "k"},
+           "module_settings": {"tpq1": ["THREADS_PER_QUEUE", "1"], "tpq2": ["THREADS_PER_QUEUE", "2"]},
+           "cells": [cell("module DAG", 4800.0), cell("module DAG @tpq1", 4000.0),
+                     cell("module DAG @tpq2", 5000.0), cell("FastAPI + uvicorn", 1000.0)]}
+    head = compare_report.headline(doc)
+    assert "@tpq" not in head and "| CNN (MNIST-sized) | 16 | 4,800 | 1,000 | 4.80x |" in head
+    table = compare_report.settings(doc)
+    assert "| CNN (MNIST-sized) | 16 | DAG | 4,800 | 4,000 | 5,000 | 0.96 |" in table
+    block = compare_report.block("full", doc, "bench/results/compare-x.json")
+    assert "`@tpq2`: `THREADS_PER_QUEUE 2`" in block and table in block
+    assert compare_report.settings({**doc, "module_settings": {}}) == ""

@@ -170,3 +170,31 @@ def test_onnx_long_run_after_many_short_ones_is_terminated(onnx_two_workers):
     # bounded loosely: a watchdog that missed the run would let it go on for minutes
     assert elapsed < 15, f"terminated only after {elapsed:.1f} s (timeout 1 s)"
     assert srv.alive(), srv.log()
+
+
+# --------------------------------------------------------------------------------------
+# bench_threads.py: fixed settings and the docs' table
+
+def test_bench_threads_fixed_settings_and_table() -> None:
+    """"TxN" fixes THREADS_PER_QUEUE too (so a fixed setting has no helper), a bare N is
+    INTRA_OP_PARALLELISM alone; --markdown's table puts the defaults against the best fixed."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_threads  # noqa: PLC0415
+
+    assert bench_threads.fixed_setting("2x1") == (
+        "tpq2-intra1", ["THREADS_PER_QUEUE", "2", "INTRA_OP_PARALLELISM", "1"])
+    assert bench_threads.fixed_setting(" 3 ") == ("intra3", ["INTRA_OP_PARALLELISM", "3"])
+
+    def fig(rps: float, helper: float = 0.0) -> dict:
+        one = {"median": 10.0, "min": 10.0, "max": 10.0}
+        return {"rps": {"median": rps, "min": rps, "max": rps}, "p50_us": one,
+                "server_cpu_us_per_req": one, "main_cpu_us_per_req": one,
+                "helper_share": {"median": helper, "min": helper, "max": helper}}
+
+    doc = {"trees": {"this": "/t"}, "servers": [["this:defaults", []], ["this:tpq1-intra1", []],
+                                                ["this:tpq2-intra1", []]],
+           "backends": {"ONNX": {"cnn_32": {"this:defaults": fig(1940.0, 0.41),
+                                            "this:tpq1-intra1": fig(1500.0),
+                                            "this:tpq2-intra1": fig(2000.0)}}}}
+    table = bench_threads.markdown(doc)
+    assert "| ONNX | CNN, 32 | 1,940 | 10 | 10 / 10 | 41% | 1,500 | 2,000 | 0.97 |" in table
