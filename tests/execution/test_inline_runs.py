@@ -172,7 +172,21 @@ def test_a_pipeline_runs_inline_at_most_its_first_request_of_a_pass(c: RawClient
     assert inline_runs(c) - before <= (n + 1) // 2
 
 
-def test_a_busy_queue_keeps_requests_queued(c: RawClient, srv: RedisServer, slow_n) -> None:
+@pytest.fixture(scope="module")
+def one_worker(start_server: StartServer, tf_backend_path, onnx_backend_path) -> RedisServer:
+    """THREADS_PER_QUEUE 1: a request behind the slow run waits for it (the default helper,
+    engine/run_queue.c, would run it beside; tests/execution/test_helper_workers.py)."""
+    return start_server(["TF", str(tf_backend_path), "ONNX", str(onnx_backend_path),
+                         "THREADS_PER_QUEUE", "1"])
+
+
+def test_a_busy_queue_keeps_requests_queued(one_worker: RedisServer, connect, slow_n) -> None:
+    srv = one_worker
+    c = connect(srv)
+    em.calibrate_slow(c)  # stores `slow` here (the calibration itself is kept per process)
+    assert_ok(c.execute("AI.CONFIG", "INLINE_RUN_MAX_US", 200))
+    assert_ok(c.execute("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", em.onnx_minus_one_model()))
+    assert_ok(c.execute("AI.TENSORSET", "in", "FLOAT", 2, 2, "VALUES", 1, 2, 3, 4))
     for _ in range(3):
         assert_ok(run(c))
     before = inline_runs(c)

@@ -31,6 +31,13 @@ from resp import RawClient, encode_command
 pytestmark = pytest.mark.inprocess_only("the in-process run queue's workers")
 
 
+@pytest.fixture(scope="module")
+def tf_server(start_server, tf_backend_path) -> RedisServer:
+    """THREADS_PER_QUEUE 1: the transitions through "queued" need a request that waits behind a
+    slow run; the default helper (engine/run_queue.c) would run it beside."""
+    return start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"])
+
+
 @pytest.fixture
 def c(tf_server: RedisServer, slow_n, connect: Connect) -> RawClient:
     client = connect(tf_server)
