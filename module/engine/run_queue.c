@@ -112,6 +112,10 @@ static long long threadCpuUs(void) {
 #define RUNQUEUE_MAIN_SAMPLE 64
 static long long main_us_per_start = 0;
 
+/* The least CPU per DAG for which a helper runs: below it a run is too
+ * short to be worth a second thread whatever the main thread spends. */
+#define RUNQUEUE_HELP_MIN_RUN_US 10
+
 /* Runs are long enough that the workers, not the main thread, bound the
  * throughput (see the top): a DAG takes a worker more CPU than its request
  * takes the main thread, and at least RUNQUEUE_HELP_MIN_RUN_US. Lock held. */
@@ -144,6 +148,17 @@ static void noteRunTime(RAI_RunQueue *q, long long start_cpu, long long end_cpu,
 /* What workers take and how they run it (RunQueue_SetPolicy). */
 static RunQueue_TakeFn policy_take;
 static RunQueue_RunFn policy_run;
+
+/* Runs the n DAGs taken, the lock released, timing one take in
+ * RUNQUEUE_SAMPLE. Called and returns under lock. */
+static void runTaken(RAI_RunQueue *q, struct RAI_Dag **batch, size_t n) {
+    long long start = sampleStart(q);
+    pthread_mutex_unlock(&q->lock);
+    policy_run(batch, n, q);
+    long long end = start >= 0 ? threadCpuUs() : 0;
+    pthread_mutex_lock(&q->lock);
+    noteRunTime(q, start, end, n);
+}
 
 void RunQueue_SetPolicy(RunQueue_TakeFn take, RunQueue_RunFn run) {
     policy_take = take;
@@ -312,12 +327,7 @@ static void *workerMain(void *arg) {
         if (n > 0) {
             q->busy++;
             q->workers_busy++;
-            long long start = sampleStart(q);
-            pthread_mutex_unlock(&q->lock);
-            policy_run(batch, n, q);
-            long long end = start >= 0 ? threadCpuUs() : 0;
-            pthread_mutex_lock(&q->lock);
-            noteRunTime(q, start, end, n);
+            runTaken(q, batch, n);
             q->workers_busy--;
             q->busy--;
             continue;
@@ -378,13 +388,8 @@ static void *helperMain(void *arg) {
         }
         going = 1;
         q->busy++;
-        long long start = sampleStart(q);
-        pthread_mutex_unlock(&q->lock);
-        policy_run(batch, n, q);
-        long long end = start >= 0 ? threadCpuUs() : 0;
+        runTaken(q, batch, n);
         __atomic_add_fetch(&helper_runs, n, __ATOMIC_RELAXED);
-        pthread_mutex_lock(&q->lock);
-        noteRunTime(q, start, end, n);
         q->busy--;
     }
     return NULL;

@@ -59,10 +59,6 @@ int RunQueue_IsHelper(void);
 /* The CPU queue's helpers (0 or 1), and DAGs helpers took since load (INFO). */
 int RunQueue_Helpers(void);
 unsigned long long RunQueue_HelperRuns(void);
-/* A helper takes a DAG only while the queue's recent DAGs took at least
- * this much of a worker's CPU time: with less, Redis's main thread bounds
- * the throughput (run_queue.c). */
-#define RUNQUEUE_HELP_MIN_RUN_US 10
 /* Queues created so far (at least CPU's, made at load). Main thread. */
 size_t RunQueue_Count(void);
 /* INFO fields ai_queue_<DEVICE>_bthread_n<i>_used_cpu_total. Main thread. */
