@@ -102,6 +102,20 @@ def summarize(values: list[float]) -> dict[str, float]:
     return {"median": float(statistics.median(values)), "min": min(values), "max": max(values)}
 
 
+def paired_ratio(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float] | None:
+    """a's throughput over b's, repetition by repetition (the two measured seconds apart), as
+    the median and quartiles of those ratios: on a shared machine whose speed drifts over a
+    run, steadier than the ratio of the two medians. None without the repetitions."""
+    ra, rb = a.get("rounds"), b.get("rounds")
+    if not ra or not rb or len(ra) != len(rb):
+        return None
+    ratios = [x["rps"] / y["rps"] for x, y in zip(ra, rb) if y["rps"]]
+    if not ratios:
+        return None
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return {"median": float(statistics.median(ratios)), "q1": q[0], "q3": q[2]}
+
+
 def fixed_setting(spec: str) -> tuple[str, list[str]]:
     """A --fixed entry as (label, module arguments): "N" is INTRA_OP_PARALLELISM N alone
     ("intraN"); "TxN" also fixes THREADS_PER_QUEUE T ("tpqT-intraN"), which turns the
@@ -208,6 +222,10 @@ def report(doc: dict[str, Any], servers: list[Server], trees: list[str], fixed: 
                 med = {s: per[f"{tree}:{s}"]["rps"]["median"] for s in settings}
                 best = max(med[s] for s in settings[1:]) if fixed else 0.0
                 row[f"{tree}:defaults/best_fixed"] = med["defaults"] / best if best else None
+                if fixed:
+                    top = max(settings[1:], key=lambda s: med[s])
+                    pr = paired_ratio(per[f"{tree}:defaults"], per[f"{tree}:{top}"])
+                    row[f"{tree}:defaults/best_fixed, paired"] = pr["median"] if pr else None
                 if tree != trees[0]:
                     for s in settings:
                         base_med = per[f"{trees[0]}:{s}"]["rps"]["median"]
@@ -228,7 +246,8 @@ def report(doc: dict[str, Any], servers: list[Server], trees: list[str], fixed: 
           "completion path), medians")
     print_per_server(doc, servers, cells_run,
                      lambda m: f"{m.get('per_wakeup', {}).get('median', 0):.2f}")
-    print("\nratios of medians (throughput): each tree's defaults / its best fixed setting; "
+    print("\nratios of medians (throughput): each tree's defaults / its best fixed setting "
+          "(and the median of the two's ratios repetition by repetition, 'paired'); "
           f"each tree / {trees[0]} per setting")
     keys = [k for k in summary[0] if "/" in k] if summary else []
     print("| backend | model | clients | " + " | ".join(keys) + " |")
@@ -245,14 +264,16 @@ MODEL_NAMES = {"trivial": "2x2", "cnn": "CNN"}
 def markdown(doc: dict[str, Any]) -> str:
     """The docs' table of a results file (docs/performance.md): per backend, model and clients,
     the first tree's defaults (req/s, p50, server / main-thread CPU per request, the share of
-    requests its helper ran), each fixed setting's req/s, and defaults / the best of them."""
+    requests its helper ran), each fixed setting's req/s, and defaults / the best of them: the
+    ratio of the medians, and the median ratio of the repetitions (paired_ratio)."""
     tree = next(iter(doc["trees"]))
     labels = [label for label, _ in doc["servers"] if label.startswith(f"{tree}:")]
     fixed = [label for label in labels if label != f"{tree}:defaults"]
     names = [label.split(":", 1)[1] for label in fixed]
     rows = ["| backend | model, clients | req/s | p50 us | CPU us/req (server / main) | helper "
-            "| " + " | ".join(names) + (" | defaults / best fixed |" if fixed else ""),
-            "|" + "---|" * (6 + len(fixed) + (1 if fixed else 0))]
+            "| " + " | ".join(names)
+            + (" | defaults / best fixed | paired [quartiles] |" if fixed else " |"),
+            "|" + "---|" * (6 + len(fixed) + (2 if fixed else 0))]
     kinds = {"TF": "TF", "TORCH": "Torch", "ONNX": "ONNX"}
     for kind, cells in doc["backends"].items():
         for cell, per in cells.items():
@@ -266,6 +287,8 @@ def markdown(doc: dict[str, Any]) -> str:
             vals += [f"{m:,.0f}" for m in meds]
             if fixed:
                 vals.append(f"{d['rps']['median'] / max(meds):.2f}")
+                pr = paired_ratio(d, per[fixed[meds.index(max(meds))]])
+                vals.append(f"{pr['median']:.2f} [{pr['q1']:.2f}-{pr['q3']:.2f}]" if pr else "-")
             rows.append(f"| {kinds.get(kind, kind)} | {MODEL_NAMES.get(model, model)}, {clients} | "
                         + " | ".join(vals) + " |")
     return "\n".join(rows)

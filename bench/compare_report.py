@@ -9,6 +9,7 @@ request and the ratio "module DAG / this stack" in req/s.
 from __future__ import annotations
 
 import pathlib
+import statistics
 from typing import Any
 
 REFERENCE = "module DAG"  # the like-for-like module figure the ratios divide
@@ -92,16 +93,28 @@ def settings(doc: dict[str, Any]) -> str:
     if not labels:
         return ""
     rows = ["| model | clients | module | defaults | " + " | ".join(f"@{lab}" for lab in labels)
-            + " | defaults / best fixed |", "|" + "---|" * (len(labels) + 5)]
+            + " | defaults / best fixed | paired |", "|" + "---|" * (len(labels) + 6)]
     for (model, clients), row in _cells(doc).items():
         for base in [lab for lab in ORDER if lab.startswith("module") and lab in row]:
             fixed = [row.get(f"{base} @{lab}", {}).get("rps", {}).get("median") for lab in labels]
             best = max((f for f in fixed if f), default=0.0)
             ratio = f"{row[base]['rps']['median'] / best:.2f}" if best else "-"
+            top = row.get(f"{base} @{labels[fixed.index(best)]}", {}) if best else {}
+            pr = paired(row[base], top)
             rows.append(f"| {_model(model, doc)} | {clients} | {base.removeprefix('module ')} | "
                         f"{row[base]['rps']['median']:,.0f} | "
-                        + " | ".join(f"{f:,.0f}" if f else "-" for f in fixed) + f" | {ratio} |")
+                        + " | ".join(f"{f:,.0f}" if f else "-" for f in fixed) + f" | {ratio} | "
+                        + (f"{pr:.2f}" if pr is not None else "-") + " |")
     return "\n".join(rows)
+
+
+def paired(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+    """The median of a's req/s over b's, repetition by repetition (the two measured within
+    seconds of each other): steadier than the ratio of medians on a machine whose speed drifts
+    over a run. None when the repetitions do not pair up."""
+    ra, rb = a.get("reps") or [], b.get("reps") or []
+    ratios = [x["rps"] / y["rps"] for x, y in zip(ra, rb) if y.get("rps")]
+    return statistics.median(ratios) if ratios and len(ra) == len(rb) else None
 
 
 def markdown(doc: dict[str, Any], path: pathlib.Path | None = None) -> str:

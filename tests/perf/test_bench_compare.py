@@ -111,7 +111,15 @@ def test_module_settings_table_and_headline_without_them() -> None:
     head = compare_report.headline(doc)
     assert "@tpq" not in head and "| CNN (MNIST-sized) | 16 | 4,800 | 1,000 | 4.80x |" in head
     table = compare_report.settings(doc)
-    assert "| CNN (MNIST-sized) | 16 | DAG | 4,800 | 4,000 | 5,000 | 0.96 |" in table
+    assert "| CNN (MNIST-sized) | 16 | DAG | 4,800 | 4,000 | 5,000 | 0.96 | - |" in table
+    # paired: repetition by repetition against the best median (@tpq2), not @tpq1
+    doc["cells"][0]["reps"] = [{"rps": v} for v in (4000.0, 6000.0, 4800.0)]
+    doc["cells"][1]["reps"] = [{"rps": 1.0}] * 3
+    doc["cells"][2]["reps"] = [{"rps": v} for v in (4000.0, 5000.0, 5000.0)]
+    assert "| 0.96 | 1.00 |" in compare_report.settings(doc)
+    del doc["cells"][2]["reps"][0]
+    assert "| 0.96 | - |" in compare_report.settings(doc)
+    table = compare_report.settings(doc)
     block = compare_report.block("full", doc, "bench/results/compare-x.json")
     assert "`@tpq2`: `THREADS_PER_QUEUE 2`" in block and table in block
     assert compare_report.settings({**doc, "module_settings": {}}) == ""

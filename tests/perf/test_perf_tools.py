@@ -197,4 +197,14 @@ def test_bench_threads_fixed_settings_and_table() -> None:
                                             "this:tpq1-intra1": fig(1500.0),
                                             "this:tpq2-intra1": fig(2000.0)}}}}
     table = bench_threads.markdown(doc)
-    assert "| ONNX | CNN, 32 | 1,940 | 10 | 10 / 10 | 41% | 1,500 | 2,000 | 0.97 |" in table
+    assert "| ONNX | CNN, 32 | 1,940 | 10 | 10 / 10 | 41% | 1,500 | 2,000 | 0.97 | - |" in table
+
+    # paired: the ratio repetition by repetition, against the fixed setting of the best median
+    cell = doc["backends"]["ONNX"]["cnn_32"]
+    cell["this:defaults"]["rounds"] = [{"rps": v} for v in (1000.0, 2000.0, 3000.0, 1900.0)]
+    cell["this:tpq2-intra1"]["rounds"] = [{"rps": v} for v in (1000.0, 1000.0, 3000.0, 2000.0)]
+    cell["this:tpq1-intra1"]["rounds"] = [{"rps": v} for v in (9000.0,) * 4]
+    pr = bench_threads.paired_ratio(cell["this:defaults"], cell["this:tpq2-intra1"])
+    assert pr is not None and pr["median"] == 1.0 and pr["q3"] > 1.0 > pr["q1"]
+    assert "| 0.97 | 1.00 [" in bench_threads.markdown(doc)
+    assert bench_threads.paired_ratio({"rounds": [{"rps": 1.0}]}, {"rounds": []}) is None
