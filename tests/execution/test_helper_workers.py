@@ -5,6 +5,8 @@ module/engine/run_queue.c).
   helper (INFO `ai_helper_workers` 1, a `bthread` CPU line for it), which runs a waiting
   request while the worker runs a long one: a short request sent during a slow run is
   answered before it (`ai_helper_runs` counts it);
+  two long requests sent together run at once, even when both were queued before the
+  worker took the first;
 * THREADS_PER_QUEUE given, even 1: exactly that many threads, as in RedisAI 1.2; the short
   request waits for the slow run;
 * a model with BATCHSIZE: its requests are left to gather for the worker, never taken by the
@@ -98,6 +100,30 @@ def test_helper_answers_a_request_beside_a_long_run(default_server: RedisServer)
     answered_first, runs = short_beside_slow(default_server, 0.6)
     assert answered_first, "the short request waited for the slow run: no helper took it"
     assert runs >= 1
+
+
+@pytest.mark.skipif(CORES < 2 or ISOLATED, reason="no helper on one core or when isolated")
+def test_long_requests_sent_together_run_at_once(default_server: RedisServer) -> None:
+    """A long run and a shorter one sent back to back, from two connections: the shorter is
+    answered while the long one still runs, whether the main thread pushed both before the
+    worker took the first (the helper is woken because more wait than the idle worker takes)
+    or the worker was already running the first."""
+    with RawClient(default_server.port) as c, RawClient(default_server.port) as long_c, \
+            RawClient(default_server.port) as short_c:
+        assert_ok(c.execute("FLUSHALL", "SYNC"))
+        em.store_slow_and_mul(c)
+        calibrated = em.calibrate_slow(c)
+        n_long = em.slow_at_least(c, calibrated(1.0), 1.0)
+        n_short = calibrated(0.2)
+        _, runs_before = helper_info(c)
+        assert_ok(c.execute("AI.TENSORSET", "nl", "INT32", "VALUES", n_long))
+        assert_ok(c.execute("AI.TENSORSET", "ns", "INT32", "VALUES", n_short))
+        long_c.send("AI.MODELEXECUTE", "slow", "INPUTS", 1, "nl", "OUTPUTS", 1, "ol")
+        short_c.send("AI.MODELEXECUTE", "slow", "INPUTS", 1, "ns", "OUTPUTS", 1, "os")
+        assert short_c.read() == "OK"
+        assert long_c.pending() is False, "the shorter run waited for the long one"
+        assert long_c.read() == "OK"
+        assert helper_info(c)[1] > runs_before
 
 
 def test_one_worker_serves_in_order(one_worker_server: RedisServer) -> None:
