@@ -10,22 +10,23 @@
  * DAG) instead of on the condition variable. Answers continue their DAGs
  * on this thread, as a run waited for would have.
  *
- * Helpers: when THREADS_PER_QUEUE is unset, the CPU queue also gets a
- * helper worker (none on one core, none when a backend kind is isolated:
- * there a worker already keeps several runs in flight). The helper sleeps on
- * a condition variable of its own, so a push never wakes it instead of an
- * idle worker, and takes a DAG only while more DAGs wait than the workers
- * not running one will take, and the queue's recent DAGs took more of a
- * worker's CPU than their requests take Redis's main thread (and
- * RUNQUEUE_HELP_MIN_RUN_US at least). Then the workers, not the main thread, bound the throughput, and
- * a second run at once uses the core the main thread leaves (the CNNs at 32
- * clients on 2 cores: THREADS_PER_QUEUE 2 gave 1.18-1.50x). A 2x2 model's
- * DAG takes a worker about 5 us, less than the main thread spends on its
- * request (12-15 us): the main thread bounds those, and a second worker
- * only takes CPU from it (0.84-0.93x), so no helper for them. One client
- * never finds the worker busy, so the helper never runs for it, and it
- * never spins. It skips DAGs whose model batches (batch.c): the user asked
- * those to gather while the worker runs.
+ * Helpers: when THREADS_PER_QUEUE is unset, the CPU queue also gets a helper
+ * worker (none on one core, none when a backend kind is isolated: there a
+ * worker already keeps several runs in flight). The helper sleeps on a
+ * condition variable of its own, so a push never wakes it instead of an idle
+ * worker, and takes a DAG only while more DAGs wait than the workers not
+ * running one will take, and the queue's recent DAGs took more of a worker's
+ * CPU than their requests take Redis's main thread (and
+ * RUNQUEUE_HELP_MIN_RUN_US at least). Then the workers, not the main thread,
+ * bound the throughput, and a second run at once uses the core the main
+ * thread leaves (the CNNs at 32 clients on 2 cores: THREADS_PER_QUEUE 2 gave
+ * 1.18-1.50x). A 2x2 model's DAG takes a worker about 5 us, less than the
+ * main thread spends on its request (12-15 us): the main thread bounds
+ * those, and a second worker only takes CPU from it (0.84-0.93x), so no
+ * helper for them. One client queues one DAG at a time, which the worker
+ * takes, so the helper never runs for it, and it never spins. It skips DAGs
+ * whose model batches (batch.c): the user asked those to gather while the
+ * worker runs.
  */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "engine/run_queue.h"
