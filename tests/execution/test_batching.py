@@ -37,6 +37,17 @@ WRONG_BATCH = "ERR Model did not generate the expected batch size"
 HOLD_S = 0.4
 
 
+@pytest.fixture(scope="module")
+def tf_server(start_server, tf_backend_path) -> RedisServer:
+    """THREADS_PER_QUEUE 1: the tests hold the queue's one worker with a slow run so that
+    requests gather behind it. With the default helper the slow run itself may go to the
+    helper (pushed while the worker was still finishing the previous run), and the free
+    worker then runs each batched request as it comes (a CI pass saw it: a request ran alone,
+    and a hold ended early); tests/execution/test_helper_workers.py covers batching beside
+    the helper."""
+    return start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"])
+
+
 @pytest.fixture
 def c(tf_server: RedisServer, slow_n, connect: Connect) -> RawClient:
     client = connect(tf_server)
