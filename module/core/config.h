@@ -48,7 +48,11 @@ typedef struct RAI_Config {
 extern RAI_Config rai_config;
 
 #define RAI_MIN_BACKEND_START_TIMEOUT 1000 /* ms */
-#define RAI_DEFAULT_INLINE_RUN_MAX_US 50
+/* 0: every run queued, as RedisAI 1.2. With the spins (WORKER_SPIN_US) a
+ * lone client's queued run beat its inline run on every model measured
+ * (bench/results/threads-20261207T032731Z.json: 1.16-1.42x on the 2x2
+ * models, 1.00-1.02x on the CNNs), so inline runs are an operator's choice. */
+#define RAI_DEFAULT_INLINE_RUN_MAX_US 0
 /* A run this long on the main thread is a stall that SLOWLOG would show;
  * the queue is there for such models. */
 #define RAI_MAX_INLINE_RUN_MAX_US 100000

@@ -7,7 +7,7 @@
  * of the event loop. At one client that hand-off costs more than a small
  * model's run. So AI.MODELEXECUTE / AI.MODELRUN runs on the main thread and
  * replies at once when all of these hold:
- *   - INLINE_RUN_MAX_US > 0 (default 50);
+ *   - INLINE_RUN_MAX_US > 0 (default 0: RedisAI 1.2's path, core/config.h);
  *   - the DAG is that one model op (DAGs and scripts always queue: a
  *     script's redis.execute takes Redis's lock, which the main thread holds);
  *   - the model runs in-process (not isolated) with batching off;

@@ -34,8 +34,10 @@ pytestmark = pytest.mark.inprocess_only("the in-process run queue's workers")
 @pytest.fixture(scope="module")
 def tf_server(start_server, tf_backend_path) -> RedisServer:
     """THREADS_PER_QUEUE 1: the transitions through "queued" need a request that waits behind a
-    slow run; the default helper (engine/run_queue.c) would run it beside."""
-    return start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"])
+    slow run; the default helper (engine/run_queue.c) would run it beside. INLINE_RUN_MAX_US
+    50: the transition through "inline" needs inline runs, off by default."""
+    return start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1",
+                         "INLINE_RUN_MAX_US", "50"])
 
 
 @pytest.fixture
