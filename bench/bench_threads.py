@@ -48,6 +48,7 @@ sys.path.insert(0, str(HERE.parent))  # build_tools, for tests/support/redis_ser
 import bench as base  # noqa: E402  (find_install; puts tests/support/ on sys.path)
 import bench_floor  # noqa: E402
 import floor_tools  # noqa: E402
+import ratios  # noqa: E402
 
 CELLS = (("trivial", 1), ("cnn", 1), ("trivial", 32), ("cnn", 32))
 # (server label, tree label, setting, install tree, extra module arguments)
@@ -103,17 +104,8 @@ def summarize(values: list[float]) -> dict[str, float]:
 
 
 def paired_ratio(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float] | None:
-    """a's throughput over b's, repetition by repetition (the two measured seconds apart), as
-    the median and quartiles of those ratios: on a shared machine whose speed drifts over a
-    run, steadier than the ratio of the two medians. None without the repetitions."""
-    ra, rb = a.get("rounds"), b.get("rounds")
-    if not ra or not rb or len(ra) != len(rb):
-        return None
-    ratios = [x["rps"] / y["rps"] for x, y in zip(ra, rb) if y["rps"]]
-    if not ratios:
-        return None
-    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
-    return {"median": float(statistics.median(ratios)), "q1": q[0], "q3": q[2]}
+    """a's throughput over b's, repetition by repetition (ratios.py): median and quartiles."""
+    return ratios.paired_ratios(a.get("rounds"), b.get("rounds"))
 
 
 def fixed_setting(spec: str) -> tuple[str, list[str]]:

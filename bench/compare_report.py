@@ -9,8 +9,9 @@ request and the ratio "module DAG / this stack" in req/s.
 from __future__ import annotations
 
 import pathlib
-import statistics
 from typing import Any
+
+import ratios
 
 REFERENCE = "module DAG"  # the like-for-like module figure the ratios divide
 ORDER = ("module DAG", "module DAG, ref in Redis", "module MODELEXECUTE", "FastAPI + uvicorn",
@@ -109,12 +110,9 @@ def settings(doc: dict[str, Any]) -> str:
 
 
 def paired(a: dict[str, Any], b: dict[str, Any]) -> float | None:
-    """The median of a's req/s over b's, repetition by repetition (the two measured within
-    seconds of each other): steadier than the ratio of medians on a machine whose speed drifts
-    over a run. None when the repetitions do not pair up."""
-    ra, rb = a.get("reps") or [], b.get("reps") or []
-    ratios = [x["rps"] / y["rps"] for x, y in zip(ra, rb) if y.get("rps")]
-    return statistics.median(ratios) if ratios and len(ra) == len(rb) else None
+    """The median of a's req/s over b's, repetition by repetition (ratios.py)."""
+    pr = ratios.paired_ratios(a.get("reps"), b.get("reps"))
+    return pr["median"] if pr else None
 
 
 def markdown(doc: dict[str, Any], path: pathlib.Path | None = None) -> str:
