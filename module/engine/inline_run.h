@@ -2,11 +2,14 @@
  * inline_run.h - a short model run on Redis's main thread, when nothing else
  * waits for the engine (docs/performance.md, "Inline runs").
  *
- * A queued run crosses two threads: the main thread wakes a worker, and the
- * worker's unblock wakes the main thread again for the reply, a second pass
- * of the event loop. At one client that hand-off costs more than a small
- * model's run. So AI.MODELEXECUTE / AI.MODELRUN runs on the main thread and
- * replies at once when all of these hold:
+ * A queued run crosses two threads: the main thread hands it to a worker,
+ * and the worker's unblock comes back for the reply in a second pass of the
+ * event loop. Inline runs skip that hand-off. They were on by default until
+ * the spins (run_queue.c, main_spin.h) made the hand-off cheap: a lone
+ * client's queued run then beat its inline run on every model measured
+ * (core/config.h), so they are an operator's choice now. With the limit set,
+ * AI.MODELEXECUTE / AI.MODELRUN runs on the main thread and replies at once
+ * when all of these hold:
  *   - INLINE_RUN_MAX_US > 0 (default 0: RedisAI 1.2's path, core/config.h);
  *   - the DAG is that one model op (DAGs and scripts always queue: a
  *     script's redis.execute takes Redis's lock, which the main thread holds);
