@@ -124,6 +124,15 @@ def tf_server(start_server: StartServer, tf_backend_path: pathlib.Path) -> Redis
 
 
 @pytest.fixture(scope="module")
+def tf_one_worker_server(start_server: StartServer, tf_backend_path: pathlib.Path) -> RedisServer:
+    """TensorFlow with THREADS_PER_QUEUE 1, RedisAI 1.2's queue: one worker, no helper. For tests
+    that hold the worker with a slow run so that requests wait behind it: with the default
+    helper (engine/run_queue.c) a request would run beside the slow run, or the slow run itself
+    go to the helper (pushed while the worker was still finishing the run before)."""
+    return start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"])
+
+
+@pytest.fixture(scope="module")
 def torch_server(start_server: StartServer, torch_backend_path: pathlib.Path) -> RedisServer:
     """A server with the module and the Torch backend loaded at load time."""
     return start_server(["TORCH", str(torch_backend_path)])

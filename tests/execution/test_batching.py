@@ -38,14 +38,12 @@ HOLD_S = 0.4
 
 
 @pytest.fixture(scope="module")
-def tf_server(start_server, tf_backend_path) -> RedisServer:
-    """THREADS_PER_QUEUE 1: the tests hold the queue's one worker with a slow run so that
-    requests gather behind it. With the default helper the slow run itself may go to the
-    helper (pushed while the worker was still finishing the previous run), and the free
-    worker then runs each batched request as it comes (a CI pass saw it: a request ran alone,
-    and a hold ended early); tests/execution/test_helper_workers.py covers batching beside
-    the helper."""
-    return start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"])
+def tf_server(tf_one_worker_server: RedisServer) -> RedisServer:
+    """One worker (conftest.py): the tests hold it with a slow run so that requests gather
+    behind it. Beside the default helper the free worker would run each batched request as it
+    comes (a CI pass saw a request run alone and a hold end early);
+    tests/execution/test_helper_workers.py covers batching beside the helper."""
+    return tf_one_worker_server
 
 
 @pytest.fixture

@@ -21,12 +21,9 @@ def slow(tf_server):
 
 
 @pytest.fixture(scope="module")
-def one_worker(start_server, tf_backend_path):
-    """THREADS_PER_QUEUE 1: a request queued behind a slow run waits for it (with the
-    default helper, engine/run_queue.c, a short one would run beside it:
-    tests/execution/test_helper_workers.py)."""
-    srv = start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"])
-    return srv, store_slow(srv)
+def one_worker(tf_one_worker_server):
+    """One worker (conftest.py): a request queued behind a slow run waits for it."""
+    return tf_one_worker_server, store_slow(tf_one_worker_server)
 
 
 def store_slow(server):

@@ -158,23 +158,16 @@ def test_local_names_ignore_keyspace_types(c):
     assert c.execute("GET", "str") == b"x"
 
 
-@pytest.fixture(scope="module")
-def one_worker(start_server, tf_backend_path):
-    """THREADS_PER_QUEUE 1: a DAG behind a slow run waits for it (the default helper,
-    engine/run_queue.c, would run it beside)."""
-    return start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"])
-
-
-def test_load_takes_the_keyspace_tensor_at_parse_time(one_worker, connect):
+def test_load_takes_the_keyspace_tensor_at_parse_time(tf_one_worker_server, connect):
     """LOAD references the tensor when the command is parsed: a TENSORSET to the key while
     the DAG waits in the queue is not seen by it; a PERSIST then overwrites that write."""
-    c = connect(one_worker)
+    c = connect(tf_one_worker_server)
     n = em.calibrate_slow(c)(0.4)  # stores `slow` here; the calibration is kept per process
     assert_ok(c.execute("AI.MODELSTORE", "m", "TF", "CPU", "INPUTS", 2, "a", "b", "OUTPUTS",
                         1, "mul", "BLOB", tf_graphs.mul_graph()))
     assert_ok(c.execute("AI.TENSORSET", "a", "FLOAT", 2, "VALUES", 2, 3))
-    with RawClient(one_worker.port) as d:
-        with em.HeldQueue(one_worker.port, n) as h:
+    with RawClient(tf_one_worker_server.port) as d:
+        with em.HeldQueue(tf_one_worker_server.port, n) as h:
             d.send(E, "LOAD", 1, "a", "PERSIST", 1, "sq", *me("m", ("a", "a"), ("sq",)),
                    *tg("a", "VALUES"))
             h.wait_queued(2)

@@ -56,11 +56,6 @@ def default_server(start_server, tf_backend_path) -> RedisServer:
     return start_server(["TF", str(tf_backend_path)])
 
 
-@pytest.fixture(scope="module")
-def one_worker_server(start_server, tf_backend_path) -> RedisServer:
-    return start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"])
-
-
 def short_beside_slow(srv: RedisServer, seconds: float) -> tuple[bool, int]:
     """A slow run on one connection, then AI.MODELEXECUTE of the 2x2 `m` on another while it
     runs: (whether the short one was answered while the slow one still ran, helper runs
@@ -89,8 +84,8 @@ def test_defaults_have_a_helper(default_server: RedisServer) -> None:
         assert cpu_threads(c) == 1 + expected_helpers()
 
 
-def test_threads_per_queue_given_means_no_helper(one_worker_server: RedisServer) -> None:
-    with RawClient(one_worker_server.port) as c:
+def test_threads_per_queue_given_means_no_helper(tf_one_worker_server: RedisServer) -> None:
+    with RawClient(tf_one_worker_server.port) as c:
         assert helper_info(c)[0] == 0
         assert cpu_threads(c) == 1
 
@@ -126,8 +121,8 @@ def test_long_requests_sent_together_run_at_once(default_server: RedisServer) ->
         assert helper_info(c)[1] > runs_before
 
 
-def test_one_worker_serves_in_order(one_worker_server: RedisServer) -> None:
-    answered_first, runs = short_beside_slow(one_worker_server, 0.3)
+def test_one_worker_serves_in_order(tf_one_worker_server: RedisServer) -> None:
+    answered_first, runs = short_beside_slow(tf_one_worker_server, 0.3)
     assert not answered_first, "THREADS_PER_QUEUE 1 ran two requests at once"
     assert runs == 0
 

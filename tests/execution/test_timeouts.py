@@ -43,11 +43,9 @@ HOLD_S = 0.4
 
 
 @pytest.fixture(scope="module")
-def tf_server(start_server: StartServer, tf_backend_path) -> RedisServer:
-    """THREADS_PER_QUEUE 1, RedisAI 1.2's queue: the tests hold its one worker with a slow run
-    so that requests wait; with the default helper (engine/run_queue.c) a request queued
-    behind the slow run would run beside it instead (tests/execution/test_helper_workers.py)."""
-    return start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"])
+def tf_server(tf_one_worker_server: RedisServer) -> RedisServer:
+    """One worker (conftest.py): the tests hold it with a slow run so that requests wait."""
+    return tf_one_worker_server
 
 
 @pytest.fixture

@@ -261,17 +261,10 @@ def test_a_disconnected_client_is_still_counted(c, tf_server, slow_n):
     assert c.execute("EXISTS", "o") == 0, "the result of a disconnected client was stored"
 
 
-@pytest.fixture(scope="module")
-def one_worker_server(start_server: StartServer, tf_backend_path) -> RedisServer:
-    """THREADS_PER_QUEUE 1 for a test that holds the queue's worker with a slow run: with the
-    default helper the slow run may go to the helper, and the free worker then runs each
-    batched request as it comes (tests/execution/test_batching.py says more)."""
-    return start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"])
-
-
-def test_batched_requests_each_get_the_batch_time(one_worker_server: RedisServer,
+def test_batched_requests_each_get_the_batch_time(tf_one_worker_server: RedisServer,
                                                   connect: Connect) -> None:
-    tf_server = one_worker_server
+    # one worker (conftest.py): the test holds it with a slow run so that requests batch
+    tf_server = tf_one_worker_server
     c = connect(tf_server)
     slow_n = em.calibrate_slow(c)
     assert_ok(em.store_tf(c, "bs", em.tf_batch_size_graph(), ["x"], ["bs", "y"], "BATCHSIZE", 4))
