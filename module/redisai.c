@@ -21,6 +21,7 @@
 #include "core/config.h"
 #include "core/main_thread.h"
 #include "core/memory.h"
+#include "core/run_gate.h"
 #include "core/server.h"
 #include "engine/batch.h"
 #include "engine/command_arity.h"
@@ -112,6 +113,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     /* Before the types: an RDB load builds models and scripts on their
      * device's queue. */
     RunQueue_SetPolicy(Batch_Take, Batch_Run);
+    RunGate_SetWaker(RunQueue_WakeAll);
     Stored_SetQueueFactory(RunQueue_Ensure);
     if (TensorType_Register(ctx) != REDISMODULE_OK ||
         ModelType_Register(ctx) != REDISMODULE_OK || ScriptType_Register(ctx) != REDISMODULE_OK) {

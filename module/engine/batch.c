@@ -12,6 +12,7 @@
 #include "core/async_run.h"
 #include "core/clock.h"
 #include "core/messages.h"
+#include "engine/dag_park.h"
 #include "engine/dag_run.h"
 #include "redisai/reply_texts.h"
 #include "types/model.h"
@@ -226,6 +227,12 @@ size_t Batch_Take(RAI_RunQueue *q, RAI_Dag ***batch, size_t *cap, long long *wai
     RAI_QueueItem *prev = NULL;
     for (RAI_QueueItem *it = RunQueue_First(q); it; prev = it, it = RunQueue_Next(it)) {
         RAI_Dag *dag = RunQueue_ItemDag(it);
+        /* Its backend's host is not ready for it: the requests behind it go
+         * first; its TIMEOUT still answers it. */
+        if (Dag_Parked(dag, now, wait_ms)) {
+            if (heldExpired(dag, now, wait_ms)) return takeAlone(q, prev, it, *batch);
+            continue;
+        }
         RAI_DagOp *op = batchableOp(dag);
         /* A helper leaves a batched model's requests to gather for a worker
          * (engine/run_queue.c). */

@@ -81,6 +81,9 @@ typedef struct RAI_Dag {
     RAI_BlockedTime blocked_time; /* bc's runs as Redis is told them */
     long long timeout_ms; /* 0: none */
     long long enqueued_ms;
+    /* When its next op was first found waiting for its backend (0: not
+     * parked), engine/dag_park.h. Touched by one worker at a time. */
+    long long park_since_ms;
     int timed_out;
     int single_op; /* reply like MODELEXECUTE: no array */
     RAI_Caller caller; /* who started it: scripts' redis.execute acts for it */

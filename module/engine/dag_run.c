@@ -15,8 +15,10 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/messages.h"
+#include "core/run_gate.h"
 #include "engine/blocked_time.h"
 #include "engine/completion.h"
+#include "engine/dag_park.h"
 #include "redisai/reply_texts.h"
 #include "types/model.h"
 #include "types/run_stats.h"
@@ -244,6 +246,12 @@ void Dag_RunFrom(RAI_Dag *dag, RAI_RunQueue *q) {
          * first (their clients are answered first), then the check. */
         if ((run_op && !hand) || dag->timeout_ms > 0) Dag_SettleInFlight();
         if (Dag_TimedOut(dag)) return;
+        long long retry_ms = -1;
+        if (run_op && RunGate_Parks() && Dag_Parked(dag, Clock_NowMs(), &retry_ms)) {
+            RunQueue_PushFront(q, dag); /* parked there: Batch_Take skips it */
+            return;
+        }
+        dag->park_since_ms = 0;
         if (hand) {
             handOff(dag, op, q);
             return;

@@ -44,6 +44,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/device.h"
+#include "core/run_gate.h"
 #include "redismodule.h"
 
 struct RAI_QueueItem {
@@ -317,6 +318,7 @@ static void *workerMain(void *arg) {
     /* Registered at module load, before any queue exists. */
     const AsyncRun_Ops *async = q->wake_fd >= 0 ? AsyncRun_Get() : NULL;
     AsyncRun_Allow(async != NULL);
+    RunGate_SetParks(1);
     long counted = 0;
     pthread_mutex_lock(&q->lock);
     for (;;) {
@@ -376,6 +378,7 @@ static void *helperMain(void *arg) {
     is_helper = 1;
     RedisModule_Free(wa);
     AsyncRun_Allow(0);
+    RunGate_SetParks(1);
     size_t cap = 16;
     struct RAI_Dag **batch = RedisModule_Alloc(sizeof(struct RAI_Dag *) * cap);
     /* Once it has run a DAG it goes on while DAGs wait and runs stay long,
@@ -542,6 +545,21 @@ RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err) {
         q->nhelpers++;
     }
     q->next = queues;
-    queues = q;
+    __atomic_store_n(&queues, q, __ATOMIC_RELEASE); /* RunQueue_WakeAll reads it anywhere */
     return q;
+}
+
+void RunQueue_WakeAll(void) {
+    for (RAI_RunQueue *q = __atomic_load_n(&queues, __ATOMIC_ACQUIRE); q; q = q->next) {
+        pthread_mutex_lock(&q->lock);
+        if (q->head) {
+            __atomic_store_n(&q->pushes, q->pushes + 1, __ATOMIC_RELEASE);
+            pthread_cond_broadcast(&q->ready);
+            if (q->pollers > 0) {
+                uint64_t one = 1;
+                if (write(q->wake_fd, &one, sizeof(one)) < 0) one = 0; /* already signalled */
+            }
+        }
+        pthread_mutex_unlock(&q->lock);
+    }
 }

@@ -45,6 +45,9 @@ void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag);
  * started go back in the order they return (core/async_run.h). Wakes a
  * worker as a push does. Any thread. */
 void RunQueue_PushFront(RAI_RunQueue *q, struct RAI_Dag *dag);
+/* Wakes every queue's workers that wait with DAGs queued: a parked DAG
+ * (engine/dag_park.h) may have become runnable. Any thread. */
+void RunQueue_WakeAll(void);
 /* Nothing queued and no worker running: a DAG pushed now would start at
  * once. A snapshot (another thread may push right after). Any thread. */
 int RunQueue_Idle(RAI_RunQueue *q);

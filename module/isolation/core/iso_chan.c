@@ -32,6 +32,7 @@
 
 #include "core/backend_kind.h"
 #include "core/config.h"
+#include "core/run_gate.h"
 #include "core/tensor.h"
 #include "isolation/core/iso_chan.h"
 #include "isolation/core/iso_control.h"
@@ -831,34 +832,68 @@ ChanOutcome IsoChan_OnMessage(IsoChan *c, IsoMsg *m, uint64_t id, uint32_t nout,
     return CHAN_DONE;
 }
 
-/* Waits (slot->mu held) until h may run in the current host: 0, or -1 after err. */
-static int waitRunnable(IsoHandle *h, const char *key, RAI_Error *err) {
+/* Whether h may run in the current host (slot->mu held): 0 yes; -1 never
+ * before `until` (it failed to re-create, is quarantined, or no host will be
+ * ready by then), after err when err is given; 1 not yet. */
+static int runnable(IsoHandle *h, const char *key, long long until, long long now,
+                    RAI_Error *err) {
     IsoSlot *s = h->slot;
     const char *kind = Backend_KindName(s->kind);
-    long long until = Iso_NowMs() + rai_config.model_execution_timeout;
-    for (;;) {
-        if (h->state == ISO_H_FAILED) {
+    if (h->state == ISO_H_FAILED) {
+        if (err)
             Error_SetFmt(err, "ERR %s backend could not re-create %s after a restart: %s", kind,
-                         key,
-                         h->failed ? h->failed : "");
-            return -1;
-        }
-        if (h->state == ISO_H_QUARANTINED) {
-            Error_SetFmt(err, "ERR %s backend process exited (%s) while creating %s; the model is "
-                         "disabled until stored again", kind, s->last_exit, key);
-            return -1;
-        }
-        if (s->state == ISO_READY && h->state == ISO_H_LIVE && h->generation == s->generation)
-            return 0;
-        long long now = Iso_NowMs();
-        if (now >= until || (s->state == ISO_DEAD && s->restart_at_ms > until)) {
-            Error_SetFmt(err,
-                         RAI_ERR_HOST_RESTARTING_FMT,
-                         kind, s->last_exit);
-            return -1;
-        }
-        Iso_CondWaitMs(s, until - now < 100 ? until - now : 100);
+                         key, h->failed ? h->failed : "");
+        return -1;
     }
+    if (h->state == ISO_H_QUARANTINED) {
+        if (err)
+            Error_SetFmt(err, "ERR %s backend process exited (%s) while creating %s; the model "
+                         "is disabled until stored again", kind, s->last_exit, key);
+        return -1;
+    }
+    if (s->state == ISO_READY && h->state == ISO_H_LIVE && h->generation == s->generation)
+        return 0;
+    if (now >= until || (s->state == ISO_DEAD && s->restart_at_ms > until)) {
+        if (err) Error_SetFmt(err, RAI_ERR_HOST_RESTARTING_FMT, kind, s->last_exit);
+        return -1;
+    }
+    return 1;
+}
+
+/* Waits (slot->mu held) until h may run in the current host: 0, or -1 after
+ * err. A run-queue worker never waits here: its run was parked until
+ * runnable, or until it gave up (core/run_gate.h), so one that is not
+ * runnable now (the host died since, or a script's nested run) fails at
+ * once with the restart's error. */
+static int waitRunnable(IsoHandle *h, const char *key, RAI_Error *err) {
+    IsoSlot *s = h->slot;
+    long long now = Iso_NowMs();
+    long long until = RunGate_Parks() ? now : now + rai_config.model_execution_timeout;
+    for (;;) {
+        int rc = runnable(h, key, until, now, err);
+        if (rc <= 0) return rc;
+        Iso_CondWaitMs(s, until - now < 100 ? until - now : 100);
+        now = Iso_NowMs();
+    }
+}
+
+long long IsoChan_NotBefore(IsoHandle *h, long long since_ms, long long now_ms) {
+    IsoSlot *s = h->slot;
+    pthread_mutex_lock(&s->mu);
+    long long until = since_ms + rai_config.model_execution_timeout;
+    int rc = runnable(h, h->key, until, now_ms, NULL);
+    long long at = 0;
+    if (rc == 1) {
+        /* A host or handle that becomes runnable wakes the queues
+         * (RunGate_Wake): this is a fallback, and the give-up time. */
+        at = now_ms + 100;
+        if (s->state == ISO_DEAD && s->restart_at_ms > now_ms && s->restart_at_ms < at)
+            at = s->restart_at_ms;
+        if (at > until) at = until;
+        if (at <= now_ms) at = now_ms + 1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return at;
 }
 
 const char *IsoChan_RunKey(IsoHandle *h, const RAI_RunInfo *info, char *buf, size_t bl) {

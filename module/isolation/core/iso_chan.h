@@ -87,8 +87,12 @@ ChanOutcome IsoChan_OnMessage(IsoChan *c, IsoMsg *m, uint64_t id, uint32_t nout,
                               RAI_Error *err, char *why, size_t wl);
 /* MODEL_EXECUTION_TIMEOUT of a run on s, in ms (ONNX gets a second of grace). */
 long long IsoChan_RunTimeoutMs(IsoSlot *s);
-/* A run counted in slot->inflight: begins (NULL after err) and ends. */
+/* A run counted in slot->inflight: begins (NULL after err; on a run-queue
+ * worker, never waiting for its host: core/run_gate.h) and ends. */
 IsoChan *IsoChan_BeginRun(IsoHandle *h, const char *key, uint64_t *gen, RAI_Error *err);
+/* run_gate.h's answer for h: 0 runnable (or failing at once), else when to
+ * ask again. */
+long long IsoChan_NotBefore(IsoHandle *h, long long since_ms, long long now_ms);
 void IsoChan_EndRun(IsoSlot *s, int rc);
 /* The key a run reports: its run info's, else the handle's. */
 const char *IsoChan_RunKey(IsoHandle *h, const RAI_RunInfo *info, char *buf, size_t bl);

@@ -27,6 +27,7 @@
 
 #include "core/backend_kind.h"
 #include "core/config.h"
+#include "core/run_gate.h"
 #include "isolation/core/iso_spawn.h"
 
 #ifndef P_PIDFD
@@ -230,6 +231,7 @@ static void onDeath(IsoSlot *s) {
     if (!retired && hooks.schedule_restart) hooks.schedule_restart(s);
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->mu);
+    RunGate_Wake(); /* parked runs whose host will not be back in time fail now */
     RedisModule_Log(NULL, "warning", "%s backend host %s (pid %d) exited: %s%s",
                     Backend_KindName(s->kind), s->name, (int)pid, text,
                     strstr(text, "SIGKILL") ? " (out of memory or an operator: see the kernel log)"

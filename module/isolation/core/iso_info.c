@@ -86,6 +86,7 @@ void Iso_InfoSection(RedisModuleInfoCtx *ctx, int (*is_default)(const RAI_Backen
         RedisModule_InfoAddFieldLongLong(ctx, "rss", pid ? statmRss(pid) : 0);
         RedisModule_InfoAddFieldLongLong(ctx, "peak_rss", pid ? peakRss(pid) : 0);
         RedisModule_InfoAddFieldLongLong(ctx, "restarts", s->restarts);
+        RedisModule_InfoAddFieldLongLong(ctx, "failed_starts", s->failed_starts);
         RedisModule_InfoAddFieldCString(ctx, "last_exit", s->last_exit_token);
         RedisModule_InfoAddFieldLongLong(ctx, "last_exit_time", s->last_exit_time);
         RedisModule_InfoAddFieldLongLong(

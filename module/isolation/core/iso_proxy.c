@@ -17,6 +17,7 @@
 
 #include "core/backend_kind.h"
 #include "core/config.h"
+#include "core/run_gate.h"
 #include "isolation/core/iso_channel.h"
 #include "isolation/core/iso_control.h"
 #include "isolation/core/iso_handle.h"
@@ -34,6 +35,14 @@ static int modelRun(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inp
 /* Every isolated model's runs can be in flight (iso_pipeline.c). */
 static int acceptsAsync(const RAI_BackendDescriptor *be) {
     return be->model_run == modelRun;
+}
+
+/* run_gate.h: a run of an isolated model or script waits for its host in
+ * its queue, parked, not on a worker. */
+static long long notBefore(const RAI_BackendDescriptor *be, void *handle, long long since_ms,
+                           long long now_ms) {
+    if (be->model_run != modelRun || handle == NULL) return 0;
+    return IsoChan_NotBefore(handle, since_ms, now_ms);
 }
 
 static AsyncRun_Ops async_ops = {
@@ -56,6 +65,7 @@ void Iso_Init(RedisModuleCtx *ctx, const RAI_HostApi *api) {
     if (want > ISO_PIPELINE_DEPTH) want = ISO_PIPELINE_DEPTH;
     async_ops.max_in_flight = want > 0 ? (size_t)want : 0;
     AsyncRun_Register(want > 0 ? &async_ops : NULL);
+    RunGate_Register(notBefore);
     /* REDISAI_ISOLATED_RING=0: every message on the channels' sockets, as
      * before the ring (the same kind of comparison; not a setting). */
     const char *ring = getenv("REDISAI_ISOLATED_RING");
@@ -360,7 +370,6 @@ const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind,
         return NULL;
     }
     IsoControl_StartThreads();
-    IsoRestart_Start();
 
     char why[512];
     long long t0 = Iso_NowMs();
@@ -385,6 +394,7 @@ const RAI_BackendDescriptor *Iso_Load(RedisModuleCtx *ctx, RAI_BackendKind kind,
     s->ready_since_ms = Iso_NowMs();
     describe(s);
     pthread_mutex_unlock(&s->mu);
+    IsoRestart_Start(s);
     RedisModule_Log(ctx, "notice",
                     "%s backend %s isolated in pid %d (%s %s, %s), started in %lld ms",
                     Backend_KindName(kind), name, (int)s->pid, s->framework, s->version, s->variant,

@@ -4,6 +4,12 @@
  * with a delay doubling from 100 ms to 30 s while it keeps failing), redo
  * the hello, and re-create every stored model and script of the slot, in
  * creation order, from the blobs the core keeps.
+ *
+ * Each host has a restarter thread of its own: a re-creation waits for each
+ * create (up to BACKEND_START_TIMEOUT), and one host's slow create must not
+ * hold another host's restart. A spawn that fails is a death like any
+ * other: the slot goes back to DEAD with its back-off, so restarts never
+ * give up.
  */
 #define _GNU_SOURCE
 #include "isolation/core/iso_restart.h"
@@ -12,9 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/backend_kind.h"
 #include "core/config.h"
+#include "core/run_gate.h"
 #include "isolation/core/iso_control.h"
 #include "isolation/core/iso_handle.h"
 #include "isolation/core/iso_spawn.h"
@@ -22,14 +30,8 @@
 #define ISO_BACKOFF_FIRST_MS 100
 #define ISO_BACKOFF_MAX_MS 30000
 
-static pthread_mutex_t rmu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t rcond = PTHREAD_COND_INITIALIZER;
-/* Schedules so far, under rmu: the restarter looks at the slots, then waits
- * only if none came since it began to look (a signal before its wait would
- * otherwise be lost, and the restart start up to a second late). */
-static unsigned long schedules = 0;
-
-/* slot->mu held. */
+/* slot->mu held; the caller broadcasts slot->cond, which wakes the slot's
+ * restarter. */
 void IsoRestart_Schedule(IsoSlot *s) {
     long long delay = 0;
     if (s->failures > 0) {
@@ -39,23 +41,35 @@ void IsoRestart_Schedule(IsoSlot *s) {
     }
     s->failures++;
     s->restart_at_ms = Iso_NowMs() + delay;
-    pthread_mutex_lock(&rmu);
-    schedules++;
-    pthread_cond_signal(&rcond);
-    pthread_mutex_unlock(&rmu);
 }
 
+/* No host was started (posix_spawn or the file's checks failed): a death
+ * like any other, retried after the back-off. */
 static void markStartFailed(IsoSlot *s, const char *why) {
     pthread_mutex_lock(&s->mu);
     snprintf(s->last_exit, sizeof(s->last_exit), "start failed: %.200s", why);
     snprintf(s->last_exit_token, sizeof(s->last_exit_token), "start_failed");
+    s->last_exit_time = (long long)time(NULL);
     s->dead_generation = s->generation;
     s->generation++;
+    s->failed_starts++;
+    s->state = ISO_DEAD;
     IsoRestart_Schedule(s);
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->mu);
+    RunGate_Wake(); /* runs parked past their give-up time now fail */
     RedisModule_Log(NULL, "warning", "%s backend host %s: restart failed: %s",
                     Backend_KindName(s->kind), s->name, why);
+}
+
+/* Whether the death of the host of generation gen (slot->mu held, the death
+ * recorded) counts against the handle whose create it interrupted: a crash,
+ * a signal or its own create's timeout do; the module's kills for another
+ * request's fault (a run past its deadline, a protocol error) do not. */
+static int deathIsTheCreates(IsoSlot *s, uint64_t gen) {
+    if (s->dead_generation != gen) return 0;
+    return strcmp(s->last_exit_token, "killed_timeout") != 0 &&
+           strcmp(s->last_exit_token, "killed_protocol") != 0;
 }
 
 /* Re-creates the handles waiting for this host, one at a time, each runnable
@@ -102,7 +116,7 @@ static void recreate(IsoSlot *s) {
             h->state = ISO_H_FAILED;
             free(h->failed);
             h->failed = strdup(Error_Message(&err));
-        } else if (++h->create_deaths >= 2) {
+        } else if ((rc == -2 || deathIsTheCreates(s, used)) && ++h->create_deaths >= 2) {
             h->state = ISO_H_QUARANTINED;
             RedisModule_Log(NULL, "warning",
                             "%s backend host %s died twice while re-creating %s: the model is "
@@ -111,6 +125,7 @@ static void recreate(IsoSlot *s) {
         }
         pthread_cond_broadcast(&s->cond);
         pthread_mutex_unlock(&s->mu);
+        RunGate_Wake(); /* its parked runs run (or fail) now */
         Error_Clear(&err);
         if (rc < 0) return; /* this host is gone: the next one starts over */
     }
@@ -143,77 +158,63 @@ static void restart(IsoSlot *s) {
     }
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->mu);
+    RunGate_Wake(); /* scripts and models that need no re-creation */
     RedisModule_Log(NULL, "notice", "%s backend host %s restarted (pid %d, %.3f s)",
                     Backend_KindName(s->kind), s->name, (int)s->pid, s->last_start_seconds);
     recreate(s);
 }
 
+/* A READY host has a handle left to build that no pass is building: a model
+ * stored while its host died right after answering is left to build in the
+ * next host, possibly after that host's re-creation pass. slot->mu held. */
+static int hasStale(IsoSlot *s) {
+    if (s->state != ISO_READY) return 0;
+    for (IsoHandle *h = s->handles; h; h = h->next) {
+        if (h->state == ISO_H_RECREATING && !h->busy) return 1;
+    }
+    return 0;
+}
+
+/* The slot's restarter: sleeps on the slot's condition variable (monotonic,
+ * broadcast at each death and state change) until a restart is due. */
 static void *restarterMain(void *arg) {
-    (void)arg;
+    IsoSlot *s = arg;
+    pthread_mutex_lock(&s->mu);
     for (;;) {
-        pthread_mutex_lock(&rmu);
-        unsigned long seen = schedules;
-        pthread_mutex_unlock(&rmu);
-        IsoSlot *due = NULL, *stale = NULL;
-        long long now = Iso_NowMs(), next = now + 1000;
-        for (int i = 0; i < ISO_MAX_HOSTS && due == NULL; i++) {
-            IsoSlot *s = __atomic_load_n(&iso_slots[i], __ATOMIC_ACQUIRE);
-            if (s == NULL) continue;
-            pthread_mutex_lock(&s->mu);
-            /* A model stored while its host died right after answering is
-             * left to build in the next host, possibly after that host's
-             * re-creation pass: catch it here. */
-            if (s->state == ISO_READY) {
-                for (IsoHandle *h = s->handles; h && !stale; h = h->next) {
-                    if (h->state == ISO_H_RECREATING && !h->busy) stale = s;
-                }
-            }
-            if (s->state == ISO_DEAD && !s->retired) {
-                if (s->restart_at_ms <= now) {
-                    due = s;
-                } else if (s->restart_at_ms < next) {
-                    next = s->restart_at_ms;
-                }
-            }
-            /* Healthy after 60 s READY: the back-off starts over. */
-            if (s->state == ISO_READY && s->failures && now - s->ready_since_ms >= 60000)
-                s->failures = 0;
+        long long now = Iso_NowMs();
+        /* Healthy after 60 s READY: the back-off starts over. */
+        if (s->state == ISO_READY && s->failures && now - s->ready_since_ms >= 60000)
+            s->failures = 0;
+        if (s->state == ISO_DEAD && !s->retired && s->restart_at_ms <= now) {
             pthread_mutex_unlock(&s->mu);
-        }
-        if (due) {
-            restart(due);
+            restart(s);
+            pthread_mutex_lock(&s->mu);
             continue;
         }
-        if (stale) {
-            recreate(stale);
+        if (hasStale(s)) {
+            pthread_mutex_unlock(&s->mu);
+            recreate(s);
+            pthread_mutex_lock(&s->mu);
             continue;
         }
-        pthread_mutex_lock(&rmu);
-        struct timespec ts; /* rcond waits on the realtime clock */
-        clock_gettime(CLOCK_REALTIME, &ts);
-        long long wait = next - now;
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-        if (schedules == seen) pthread_cond_timedwait(&rcond, &rmu, &ts);
-        pthread_mutex_unlock(&rmu);
+        long long wait = 1000;
+        if (s->state == ISO_DEAD && !s->retired && s->restart_at_ms - now < wait)
+            wait = s->restart_at_ms - now;
+        Iso_CondWaitMs(s, wait);
     }
     return NULL;
 }
 
-static pthread_once_t restarter_once = PTHREAD_ONCE_INIT;
-
-static void startRestarter(void) {
+void IsoRestart_Start(IsoSlot *s) {
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    /* The restarter spawns hosts: it never exits, so PR_SET_PDEATHSIG (which
+    /* A restarter spawns hosts: it never exits, so PR_SET_PDEATHSIG (which
      * fires when the spawning thread ends) only fires when Redis does. */
-    pthread_create(&t, &attr, restarterMain, NULL);
+    if (pthread_create(&t, &attr, restarterMain, s) != 0) {
+        RedisModule_Log(NULL, "warning", "%s backend host %s: cannot start its restarter: %s",
+                        Backend_KindName(s->kind), s->name, strerror(errno));
+    }
     pthread_attr_destroy(&attr);
-}
-
-void IsoRestart_Start(void) {
-    pthread_once(&restarter_once, startRestarter);
 }

@@ -9,8 +9,8 @@
  * Threads: the main thread starts hosts (Iso_Load) and creates models;
  * run-queue workers (and LLAPI callers) run them over their own channels;
  * the supervisor thread reads every control connection and pidfd, routes
- * replies to waiters by request id and detects deaths; the restarter thread
- * spawns hosts again and re-creates their models. Slot state is guarded by
+ * replies to waiters by request id and detects deaths; each slot's
+ * restarter thread spawns its host again and re-creates its models. Slot state is guarded by
  * the slot's mutex; waiters sleep on its condition variable.
  */
 #ifndef REDISAI_ISO_SLOT_H
@@ -118,6 +118,7 @@ struct IsoSlot {
     int dying_signal;      /* from DYING */
     char exiting_why[64];  /* from EXITING */
     long restarts;
+    long failed_starts; /* spawns that failed (no host started): INFO */
     int failures; /* consecutive, for the back-off */
     long long ready_since_ms;
     long long restart_at_ms;
