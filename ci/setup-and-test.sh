@@ -55,7 +55,8 @@ if [ "$#" -eq 0 ]; then
     # blocking commands and timeouts, inline runs, the spins, the completion path and a
     # request's life, runs in flight while writes are paused, persistence (RDB, AOF,
     # DUMP/RESTORE, digests, RedisAI 1.2's encodings both ways), replication, SLOWLOG, the
-    # script ACL, memory lost through the server's API, INFO and AI.INFO, backend loading,
+    # script ACL (also for other modules' calls that may block: RedisModule_Call's K arrived
+    # in 7.2), memory lost through the server's API, INFO and AI.INFO, backend loading,
     # and tests/compat/ (what differs between servers).
     subset=(tests/models/test_models.py tests/scripts/test_scripts.py
             tests/execution/test_dag.py tests/execution/test_batching.py
@@ -66,8 +67,9 @@ if [ "$#" -eq 0 ]; then
             tests/persistence/test_persistence.py tests/persistence/test_dump_restore.py
             tests/persistence/test_rdb_legacy.py tests/persistence/test_rdb_both_ways.py
             tests/persistence/test_replication.py tests/execution/test_slowlog_round_trip.py
-            tests/security/test_script_acl.py tests/security/test_server_api_memory.py
-            tests/stats/test_stats_info.py tests/backends/test_backend_loading.py tests/compat)
+            tests/security/test_script_acl.py tests/security/test_module_call_acl.py
+            tests/security/test_server_api_memory.py tests/stats/test_stats_info.py
+            tests/backends/test_backend_loading.py tests/compat)
     run_pass "redis-7.4, the subset" --server redis-7.4 "${subset[@]}"
     run_pass "valkey-8.1, the subset" --server valkey-8.1 "${subset[@]}"
     run_pass "redis-8.0, the subset" --server redis-8.0 "${subset[@]}"

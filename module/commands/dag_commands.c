@@ -402,10 +402,11 @@ static int dagCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, D
     RAI_Error err;
     Error_Init(&err);
     RAI_Dag *dag = Dag_New();
-    Dag_CaptureCaller(ctx, dag); /* for the key checks while parsing */
     Names names = {.slots = RedisModule_CreateDict(NULL), .unresolved = NULL};
     Header h = {0};
 
+    /* for the key checks while parsing */
+    if (Dag_CaptureCaller(ctx, dag, &err) != REDISMODULE_OK) goto fail;
     int pos = parseHeader(ctx, flavor, dag, &names, argv, argc, &h, &err);
     if (pos < 0) goto fail;
     if (is_execute && !h.has_load && !h.has_persist && !h.has_routing) {

@@ -86,5 +86,8 @@
 /* Ours: an execution command where its client may not block. */
 #define DAG_WOULD_BLOCK_FMT \
     "ERR %s cannot run inside a script's redis.execute or a module's call: it would block"
+/* Ours: a run acts for its caller (engine/caller.h), who could not be named. */
+#define DAG_CALLER_UNKNOWN_FMT \
+    "ERR %s refused: the ACL user it would act for cannot be known here"
 
 #endif

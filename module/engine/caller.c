@@ -23,6 +23,33 @@ const RAI_Caller *Caller_SetCurrent(const RAI_Caller *c) {
     return prev;
 }
 
+/* The user a RedisModule_Call's client carries, found without touching a
+ * NULL user (RedisModule_GetCurrentUserName dereferences it on Redis 7.2 to
+ * 7.4 and Valkey 8; Redis 8.0 and Valkey 9 check). A dry run ("D") of HELLO
+ * as the context's user ("C") answers ENOTSUP before anything else when the
+ * client has none, which is how Redis runs a call made without "C"; HELLO
+ * passes every user's ACL (as AUTH, anyone may send it), so with a user the
+ * dry run passes (EACCES would still mean a user). Any other outcome, such
+ * as EBADF on a server without "D" (before 7.2, whose module calls cannot
+ * block either), leaves the caller UNKNOWN. */
+static CallerLookup contextUser(RedisModuleCtx *ctx, RAI_Caller *c) {
+    if (!Server_HasAclApi() || RedisModule_GetCurrentUserName == NULL) return CALLER_UNKNOWN;
+    errno = 0;
+    RedisModuleCallReply *r = RedisModule_Call(ctx, "HELLO", "CD");
+    int probe = errno;
+    if (r != NULL) RedisModule_FreeCallReply(r);
+    if (probe == ENOTSUP) {
+        c->known = 1;
+        return CALLER_FOUND;
+    }
+    if (probe != 0 && probe != EACCES) return CALLER_UNKNOWN;
+    RedisModuleString *name = RedisModule_GetCurrentUserName(ctx);
+    if (name == NULL) return CALLER_UNKNOWN;
+    c->known = 1;
+    c->user = name;
+    return CALLER_FOUND;
+}
+
 CallerLookup Caller_Capture(RedisModuleCtx *ctx, RAI_Caller *c) {
     memset(c, 0, sizeof(*c));
     c->db = RedisModule_GetSelectedDb(ctx);
@@ -37,8 +64,7 @@ CallerLookup Caller_Capture(RedisModuleCtx *ctx, RAI_Caller *c) {
     }
     /* A connection is found by id. ENOTSUP: it has no user (the master's
      * link), which Redis itself lets run anything. ENOENT: a client that is
-     * not a connection (Lua, another module's RedisModule_Call), whose user
-     * may be NULL: not safe to ask. */
+     * not a connection: Lua's, or another module's RedisModule_Call's. */
     errno = 0;
     RedisModuleString *name = RedisModule_GetClientUserNameById(ctx, RedisModule_GetClientId(ctx));
     if (name != NULL) {
@@ -50,7 +76,10 @@ CallerLookup Caller_Capture(RedisModuleCtx *ctx, RAI_Caller *c) {
         c->known = 1;
         return CALLER_FOUND;
     }
-    return CALLER_UNKNOWN;
+    /* Lua's client acts for the script's caller, whom Redis does not hand
+     * to modules; a NULL user there does not mean "unrestricted". */
+    if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_LUA) return CALLER_UNKNOWN;
+    return contextUser(ctx, c);
 }
 
 void Caller_Clear(RAI_Caller *c) {

@@ -13,21 +13,25 @@
 #include "redismodule.h"
 
 typedef struct RAI_Caller {
-    int known;              /* 0: not captured; every check passes, DB 0 */
+    int known;              /* 0: not captured (an LLAPI run: trusted module code); every
+                               check passes, DB 0 */
     RedisModuleString *user; /* owned; NULL: a client with no ACL user (unrestricted) */
     int db;
 } RAI_Caller;
 
 typedef enum CallerLookup {
     CALLER_FOUND,   /* c filled (its user may be NULL: unrestricted) */
-    CALLER_UNKNOWN, /* a Lua script or another module's call: user not knowable */
+    CALLER_UNKNOWN, /* a Lua script, or a server that cannot say: refuse what needs it */
 } CallerLookup;
 
 /* Main thread (or a worker holding the GIL inside redis.execute), in a
  * command's ctx. A client connection gives its user by id; inside our own
- * redis.execute the run's caller is inherited; Lua clients and other
- * modules' temporary clients cannot be asked safely (RedisModule_
- * GetCurrentUserName dereferences a NULL user there), so they are UNKNOWN. */
+ * redis.execute the run's caller is inherited; another module's
+ * RedisModule_Call runs as the user that module asked for with "C" (Redis
+ * 7.2+ and Valkey attach it to the call's client), or with none, as Redis
+ * runs that call, without "C". Lua's client is UNKNOWN (Redis hands modules
+ * no script caller), and so is a module's call with "C" where the server's
+ * RedisModule_Call has no dry run to ask safely (before 7.2). */
 CallerLookup Caller_Capture(RedisModuleCtx *ctx, RAI_Caller *c);
 void Caller_Clear(RAI_Caller *c);
 

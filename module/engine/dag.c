@@ -148,6 +148,17 @@ size_t Dag_OpInputBytes(const RAI_Dag *dag, const RAI_DagOp *op) {
     return n;
 }
 
+/* The command's name, upper-cased into buf ("this command" where the
+ * server cannot name it). */
+static const char *commandName(RedisModuleCtx *ctx, char *buf, size_t size) {
+    const char *name =
+        RedisModule_GetCurrentCommandName ? RedisModule_GetCurrentCommandName(ctx) : NULL;
+    size_t i = 0;
+    for (; name && name[i] && i < size - 1; i++) buf[i] = (char)toupper((unsigned char)name[i]);
+    buf[i] = '\0';
+    return i ? buf : "this command";
+}
+
 int Dag_RefuseIfCannotBlock(RedisModuleCtx *ctx) {
     int flags = RedisModule_GetContextFlags(ctx);
     if (flags & (REDISMODULE_CTX_FLAGS_MULTI | REDISMODULE_CTX_FLAGS_LUA)) {
@@ -158,25 +169,22 @@ int Dag_RefuseIfCannotBlock(RedisModuleCtx *ctx) {
     /* RedisModule_Call's client (a script's redis.execute, another module)
      * may not block: Redis asserts it did not and aborts otherwise. */
     if (flags & REDISMODULE_CTX_FLAGS_DENY_BLOCKING) {
-        const char *name =
-            RedisModule_GetCurrentCommandName ? RedisModule_GetCurrentCommandName(ctx) : NULL;
-        char upper[64];
-        size_t i = 0;
-        for (; name && name[i] && i < sizeof(upper) - 1; i++) {
-            upper[i] = (char)toupper((unsigned char)name[i]);
-        }
-        upper[i] = '\0';
+        char name[64];
         char msg[192];
-        snprintf(msg, sizeof(msg), DAG_WOULD_BLOCK_FMT, i ? upper : "this command");
+        snprintf(msg, sizeof(msg), DAG_WOULD_BLOCK_FMT, commandName(ctx, name, sizeof(name)));
         RedisModule_ReplyWithError(ctx, msg);
         return 1;
     }
     return 0;
 }
 
-void Dag_CaptureCaller(RedisModuleCtx *ctx, RAI_Dag *dag) {
-    if (dag->caller.known) return;
-    /* Blocking commands are refused where the caller is not knowable (Lua,
-     * module calls): a DAG that got here comes from a connection. */
-    Caller_Capture(ctx, &dag->caller);
+int Dag_CaptureCaller(RedisModuleCtx *ctx, RAI_Dag *dag, RAI_Error *err) {
+    if (dag->caller.known) return REDISMODULE_OK;
+    /* Lua is refused before (Dag_RefuseIfCannotBlock); what is left unknown
+     * is a module's call the server could not tell us about. Run unchecked,
+     * it would do inside the run what Redis refuses its user outside. */
+    if (Caller_Capture(ctx, &dag->caller) == CALLER_FOUND) return REDISMODULE_OK;
+    char name[64];
+    Error_SetFmt(err, DAG_CALLER_UNKNOWN_FMT, commandName(ctx, name, sizeof(name)));
+    return REDISMODULE_ERR;
 }

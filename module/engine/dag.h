@@ -119,8 +119,11 @@ int Dag_BindKeys(RedisModuleCtx *ctx, RAI_Dag *dag, RAI_DagOp *op, RedisModuleSt
 /* Records that `key` receives slot's final tensor when the DAG succeeds. */
 void Dag_AddPersist(RAI_Dag *dag, RedisModuleString *key, size_t slot);
 
-/* Records the client's user and DB in dag->caller (once). Main thread. */
-void Dag_CaptureCaller(RedisModuleCtx *ctx, RAI_Dag *dag);
+/* Records the client's user and DB in dag->caller (once; engine/caller.h).
+ * REDISMODULE_ERR after err (`ERR <CMD> refused: the ACL user it would act
+ * for cannot be known here`) when the caller cannot be named: a run never
+ * goes unchecked for want of a user. Main thread. */
+int Dag_CaptureCaller(RedisModuleCtx *ctx, RAI_Dag *dag, RAI_Error *err);
 
 /* Total bytes of the op's input tensors present in their slots. */
 size_t Dag_OpInputBytes(const RAI_Dag *dag, const RAI_DagOp *op);

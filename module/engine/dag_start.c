@@ -32,16 +32,18 @@ static void runInline(RedisModuleCtx *ctx, RAI_Dag *dag, int worker_index) {
     Dag_Free(dag);
 }
 
+static int refuse(RedisModuleCtx *ctx, RAI_Dag *dag, RAI_Error *err) {
+    RedisModule_ReplyWithError(ctx, Error_Message(err));
+    Error_Clear(err);
+    Dag_Free(dag);
+    return REDISMODULE_OK;
+}
+
 int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
     RAI_Error err;
     Error_Init(&err);
     RAI_RunQueue *first = firstQueue(dag, &err);
-    if (first == NULL) {
-        RedisModule_ReplyWithError(ctx, Error_Message(&err));
-        Error_Clear(&err);
-        Dag_Free(dag);
-        return REDISMODULE_OK;
-    }
+    if (first == NULL) return refuse(ctx, dag, &err);
     RunQueue_ClientStarts(RedisModule_GetClientId(ctx));
     /* Plain values: the decision knows models and queues, not DAGs. */
     const RAI_DagOp *op = dag->nops == 1 ? &dag->ops[0] : NULL;
@@ -53,7 +55,8 @@ int Dag_Start(RedisModuleCtx *ctx, RAI_Dag *dag) {
         MainSpin_Note();
         return REDISMODULE_OK;
     }
-    Dag_CaptureCaller(ctx, dag);
+    /* Inline, a lone model op checks nothing on the caller's behalf. */
+    if (Dag_CaptureCaller(ctx, dag, &err) != REDISMODULE_OK) return refuse(ctx, dag, &err);
     dag->bc = RedisModule_BlockClient(ctx, Dag_ReplyCallback, NULL, Dag_FreeCallback, 0);
     BlockedTime_Hold(ctx, &dag->blocked_time, dag->bc);
     InlineRun_QueuedStart();

@@ -14,9 +14,7 @@ the script as well). redis.execute runs in the caller's DB, and with deny-oom un
 """
 from __future__ import annotations
 
-import os
 import pathlib
-import subprocess
 import time
 from typing import Any, Iterator
 
@@ -27,43 +25,14 @@ import torch_models as tm
 from acl_wording import AclWording, learn
 from helpers import assert_error, assert_error_startswith, assert_ok
 from model_io import assert_same, get, put
-from paths import ROOT
 from redis_server import Connect, RedisServer
 from resp import RawClient, RespError
+from script_acl import (WOULD_BLOCK, WRAP, acl_log, build_call_module, info_calls,
+                        store_script)
 from script_errors import assert_script_error
 
-WRAP = "Redis command returned an error: "
-WOULD_BLOCK = ("ERR {} cannot run inside a script's redis.execute or a module's call: "
-               "it would block")
 A = np.array([[2, 3], [2, 3]], np.float32)
 B = np.array([[1, 1], [1, 1]], np.float32)
-
-ACL_SCRIPT = '''
-def call(tensors: List[Tensor], keys: List[str], args: List[str]):
-    redis.execute(args[0], args[1:])
-    return torch.tensor([1])
-
-def get_len(tensors: List[Tensor], keys: List[str], args: List[str]):
-    v = redis.execute("GET", args[0])
-    return torch.tensor([len(str(v))])
-
-def model(tensors: List[Tensor], keys: List[str], args: List[str]):
-    out = redisAI.model_execute(args[0], [tensors[0], tensors[1]], 1)
-    return out[0]
-
-def count(tensors: List[Tensor], keys: List[str], args: List[str]):
-    return torch.tensor([len(redis.asList(redis.execute(args[0], args[1:])))])
-
-def fill(tensors: List[Tensor], keys: List[str], args: List[str]):
-    n = int(args[0])
-    for i in range(n):
-        redis.execute("SET", "big:" + str(i), args[1])
-    return torch.tensor([n])
-
-def bar(a: Tensor, b: Tensor):
-    return a + b
-'''
-ACL_ENTRY_POINTS = ("call", "get_len", "model", "count", "fill")
 
 USERS = {
     "dev": ("devpw", "+@all -@admin -@dangerous ~*"),
@@ -118,27 +87,10 @@ def app(torch_server: RedisServer, admin: RawClient) -> Iterator[RawClient]:
     c.close()
 
 
-def store_script(c: RawClient, key: str) -> None:
-    eps = list(ACL_ENTRY_POINTS)
-    assert_ok(c.execute("AI.SCRIPTSTORE", key, "CPU", "ENTRY_POINTS", len(eps), *eps,
-                        "SOURCE", ACL_SCRIPT))
-
-
 def run_call(c: RawClient, script: str, out: str, *command: Any) -> Any:
     """SCRIPTEXECUTE of `call`: redis.execute(*command) inside the script."""
     return c.execute("AI.SCRIPTEXECUTE", script, "call", "KEYS", 1, out,
                      "ARGS", len(command), *command, "OUTPUTS", 1, out)
-
-
-def acl_log(admin: RawClient) -> list[dict[bytes, Any]]:
-    entries = admin.execute("ACL", "LOG")
-    return [dict(zip(e[::2], e[1::2])) for e in entries]
-
-
-def info_calls(admin: RawClient, key: str) -> tuple[int, int]:
-    info = admin.execute("AI.INFO", key)
-    fields = dict(zip(info[::2], info[1::2]))
-    return fields[b"calls"], fields[b"errors"]
 
 
 # --------------------------------------------------------------------------------------
@@ -442,17 +394,7 @@ def test_blocking_commands_are_refused_inside_scripts(torch_server, admin, comma
 
 @pytest.fixture(scope="module")
 def call_module(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    """tests/fixtures/modules/call_module.c: another module that calls commands through
-    RedisModule_Call, compiled against the pinned redismodule.h."""
-    from build_tools import headers  # noqa: PLC0415
-
-    out = tmp_path_factory.mktemp("call_module") / "call_module.so"
-    cmd = [os.environ.get("CC", "cc"), "-shared", "-fPIC", "-O0", "-Wall",
-           f"-I{headers.redismodule_include_dir()}", "-o", str(out),
-           str(ROOT / "tests" / "fixtures" / "modules" / "call_module.c")]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    assert res.returncode == 0, f"{' '.join(cmd)}\n{res.stdout}{res.stderr}"
-    return out
+    return build_call_module(tmp_path_factory.mktemp("call_module"))
 
 
 def test_blocking_commands_refuse_other_modules_calls(module_path, torch_backend_path,
