@@ -3,7 +3,8 @@
  * the run queues' policy (RunQueue_SetPolicy). Batch_Take picks, under the
  * queue's lock, the next DAG with the queued DAGs that batch with it;
  * Batch_Run runs them as one model run, inputs concatenated along dim 0
- * and outputs sliced back, then each DAG goes on alone (dag_run.c).
+ * and outputs sliced back; then each DAG is finished, or queued again for
+ * its next op, before any of them runs on (dag_run.c).
  */
 #include "engine/batch.h"
 
@@ -93,8 +94,9 @@ static void freeBatchRun(BatchRun *b) {
     RedisModule_Free(b);
 }
 
-/* The model answered the batch (rc, outs): each DAG gets its rows and goes
- * on alone, or every DAG fails with the run's error. Releases outs' tensors. */
+/* The model answered the batch (rc, outs): every DAG gets its rows, then each
+ * is finished or queued for its next op (Dag_ContinueBatch), or every DAG
+ * fails with the run's error. Releases outs' tensors. */
 static void batchAnswered(BatchRun *b, int rc, RAI_Tensor **outs) {
     long long duration = Clock_NowUs() - b->start;
     for (size_t k = 0; k < b->n; k++) Dag_MeasureEnd(b->dags[k]);
@@ -122,8 +124,8 @@ static void batchAnswered(BatchRun *b, int rc, RAI_Tensor **outs) {
             op->duration_us = duration; /* AI.INFO: each gets the batch's time */
             op->state = DAG_OP_DONE;
             dag->next_op++;
-            Dag_RunFrom(dag, b->q);
         }
+        Dag_ContinueBatch(b->dags, b->n, b->q);
     }
     for (size_t j = 0; outs && j < b->noutputs; j++) Tensor_Release(outs[j]);
 }

@@ -17,7 +17,8 @@
  * nearest such timeout or held DAG's TIMEOUT. */
 size_t Batch_Take(RAI_RunQueue *q, RAI_Dag ***batch, size_t *cap, long long *wait_ms);
 /* A RunQueue_RunFn: one DAG goes on alone; n > 1 run their next op as one
- * model run, inputs concatenated along dim 0, outputs sliced back. */
+ * model run, inputs concatenated along dim 0, outputs sliced back, and each
+ * is then finished or queued for its next op (Dag_ContinueBatch). */
 void Batch_Run(RAI_Dag **dags, size_t n, RAI_RunQueue *q);
 
 #endif

@@ -229,6 +229,44 @@ int Dag_TimedOut(RAI_Dag *dag) {
     return 1;
 }
 
+/* Passes the ops from next_op that run nothing (their slots were filled at
+ * parse time or are read at reply time): 1 when a model or script op is left. */
+static int passToNextRun(RAI_Dag *dag) {
+    for (; dag->next_op < dag->nops; dag->next_op++) {
+        RAI_DagOp *op = &dag->ops[dag->next_op];
+        if (op->kind == DAG_OP_MODEL || op->kind == DAG_OP_SCRIPT) return 1;
+        op->state = DAG_OP_DONE;
+    }
+    return 0;
+}
+
+/* See dag_run.h. Two passes: every finished member is on the completion
+ * path before a member with more to run is queued, where another worker
+ * could start it at once. A member goes on from its own queue's head
+ * (RunQueue_PushFront): it was taken before the DAGs pushed since, as a
+ * DAG that runs alone goes on at once, and its next op may batch again. */
+void Dag_ContinueBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q) {
+    size_t left = 0;
+    for (size_t k = 0; k < n; k++) {
+        RAI_Dag *dag = dags[k];
+        /* TIMEOUT is checked before each op, as in Dag_RunFrom. */
+        if (dag->next_op < dag->nops && Dag_TimedOut(dag)) continue;
+        if (passToNextRun(dag)) {
+            dags[left++] = dag;
+        } else {
+            Dag_Finish(dag);
+        }
+    }
+    for (size_t k = 0; k < left; k++) {
+        RAI_RunQueue *want = dags[k]->ops[dags[k]->next_op].queue;
+        if (want == q) {
+            RunQueue_PushFront(q, dags[k]);
+        } else {
+            RunQueue_Push(want, dags[k]);
+        }
+    }
+}
+
 /* Runs ops from next_op while they belong to q; then moves the DAG to the
  * next op's queue, or finishes it. */
 void Dag_RunFrom(RAI_Dag *dag, RAI_RunQueue *q) {

@@ -14,6 +14,12 @@ void Dag_RunOp(RAI_Dag *dag, RAI_DagOp *op, int worker_index);
 /* Runs ops from next_op while they belong to q; then moves the DAG to the
  * next op's queue, or finishes it. */
 void Dag_RunFrom(RAI_Dag *dag, RAI_RunQueue *q);
+/* After one model run for a batch of DAGs, each with its rows and its op
+ * done: the members with no model or script op left are finished, then the
+ * others queued for their next op (ahead of new requests on q), running
+ * none of them here: no member's answer waits for another member's later
+ * ops. Reorders dags. */
+void Dag_ContinueBatch(RAI_Dag **dags, size_t n, RAI_RunQueue *q);
 /* On a worker with model runs in flight (core/async_run.h): waits for
  * their answers and continues their DAGs, so that what comes next is
  * ordered after them as if it had queued behind them. */

@@ -42,8 +42,9 @@ RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err);
 void RunQueue_Push(RAI_RunQueue *q, struct RAI_Dag *dag);
 /* Queues dag ahead of every pushed DAG, behind the DAGs returned this way
  * before it and not yet taken: runs handed off that their backend never
- * started go back in the order they return (core/async_run.h). Wakes a
- * worker as a push does. Any thread. */
+ * started go back in the order they return (core/async_run.h), and a
+ * batch's members with more ops go on in their order (Dag_ContinueBatch).
+ * Wakes a worker as a push does. Any thread. */
 void RunQueue_PushFront(RAI_RunQueue *q, struct RAI_Dag *dag);
 /* Wakes every queue's workers that wait with DAGs queued: a parked DAG
  * (engine/dag_park.h) may have become runnable. Any thread. */

@@ -21,6 +21,7 @@ backends/ on the first MODELSTORE and are skipped while their .so is not built).
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 
@@ -29,6 +30,8 @@ import pytest
 
 import engine_models as em
 from helpers import assert_error, assert_ok
+from native import cc_shared
+from paths import ROOT
 from redis_server import Connect, RedisServer
 from resp import RawClient, Status
 
@@ -421,6 +424,43 @@ def test_held_request_times_out(c, tf_server, install_dir):
     assert (st["calls"], st["errors"]) == (0, 0), st
 
 
+@pytest.fixture(scope="module")
+def wall_clock_ahead_server(start_server, tf_backend_path, tmp_path_factory) -> RedisServer:
+    """One worker, and a wall clock read an hour ahead of the kernel's: the server's
+    clock_gettime(CLOCK_REALTIME) goes through tests/fixtures/preload/wall_clock_ahead.c."""
+    shim = tmp_path_factory.mktemp("preload") / "wall_clock_ahead.so"
+    cc_shared("-o", str(shim), str(ROOT / "tests" / "fixtures" / "preload" / "wall_clock_ahead.c"))
+    preload = os.environ.get("LD_PRELOAD")
+    env = {**os.environ, "LD_PRELOAD": f"{shim}:{preload}" if preload else str(shim)}
+    return start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"], env=env)
+
+
+@pytest.mark.parametrize("held_by", ["MINBATCHTIMEOUT", "TIMEOUT"])
+def test_held_request_is_released_on_the_monotonic_clock(wall_clock_ahead_server, connect,
+                                                         install_dir, held_by):
+    """The worker's wait for a held request's MINBATCHTIMEOUT or TIMEOUT is timed on
+    CLOCK_MONOTONIC: with a wall clock that reads an hour ahead of the one the kernel times
+    a CLOCK_REALTIME wait on (as after the wall clock was set back), the request is still
+    released on time (before, it waited the hour)."""
+    c = connect(wall_clock_ahead_server)
+    if held_by == "MINBATCHTIMEOUT":
+        store_bs(c, install_dir, "TF", "m", "BATCHSIZE", 8, "MINBATCHSIZE", 2,
+                 "MINBATCHTIMEOUT", 200)
+        command, expected = execute_args("m", 0), Status("OK")
+    else:
+        store_bs(c, install_dir, "TF", "m", "BATCHSIZE", 8, "MINBATCHSIZE", 2)
+        command, expected = [*execute_args("m", 0), "TIMEOUT", 200], Status("TIMEDOUT")
+    tset(c, "x0", client_input(0, 1))
+    with RawClient(wall_clock_ahead_server.port) as a:
+        t0 = time.perf_counter()
+        a.send(*command)
+        assert a.pending(wait=5.0), f"a request held for {held_by} 200 ms waited over 5 s"
+        reply = a.read()
+        elapsed = time.perf_counter() - t0
+    assert reply == expected, reply
+    assert elapsed >= 0.18, elapsed
+
+
 def test_timed_out_request_is_left_out_of_the_batch(c, tf_server, slow_n, install_dir):
     """Requests taken together are each checked for TIMEOUT: one that waited too long gets
     +TIMEDOUT and is not part of the batch the others run in."""
@@ -447,3 +487,114 @@ def test_timed_out_request_is_left_out_of_the_batch(c, tf_server, slow_n, instal
     np.testing.assert_array_equal(tget(c, "y2"), 2 * client_input(2, 1))
     st = info(c, "m")
     assert (st["calls"], st["samples"], st["errors"]) == (2, 2, 0), st
+
+
+# --------------------------------------------------------------------------------------
+# after the batch: each member finished or queued for its next op, none run on
+# (docs/architecture.md, "6. Workers: batching and running")
+# --------------------------------------------------------------------------------------
+
+def slow_op(c: RawClient, slow_n, device: str, seconds: float) -> list:
+    """A DAG op of the slow graph stored on `device`, lasting `seconds` at least; its input
+    is the tensor `n` (the DAG LOADs it)."""
+    key = "slow" if device == "CPU" else f"slow_{device}"
+    if key != "slow":
+        assert_ok(c.execute("AI.MODELSTORE", key, "TF", device, "INPUTS", 1, "n", "OUTPUTS", 1,
+                            "out", "BLOB", em.tf_graphs.slow_graph()))
+    n = em.slow_at_least(c, slow_n(seconds), seconds, key=key)
+    assert_ok(c.execute("AI.TENSORSET", "n", "INT32", "VALUES", n))
+    return ["AI.MODELEXECUTE", key, "INPUTS", 1, "n", "OUTPUTS", 1, "slow_out"]
+
+
+def check_member(c: RawClient, i: int, batch: int) -> None:
+    """The plain request i ran in a batch of `batch` and got its own rows."""
+    assert np.all(tget(c, f"bs{i}") == batch), tget(c, f"bs{i}")
+    np.testing.assert_array_equal(tget(c, f"y{i}"), 2 * client_input(i, 1))
+
+
+@pytest.mark.parametrize("device", ["CPU", "CPU:1"])
+def test_a_finished_member_does_not_wait_for_another_members_later_op(c, tf_server, slow_n,
+                                                                      install_dir, device):
+    """A DAG "m |> a 2.1 s run" batched with a plain MODELEXECUTE ahead of it: the plain
+    request is answered once the batch ran, while the DAG's later run is still going, on
+    this queue (the DAG goes back to it: 2.54 s before, when the worker ran the DAG's later
+    op before it gave the plain request its rows) or on another device's queue."""
+    store_bs(c, install_dir, "TF", "m", "BATCHSIZE", 4, "MINBATCHSIZE", 2)
+    later = slow_op(c, slow_n, device, 2.1)
+    tset(c, "x0", client_input(0, 1))
+    tset(c, "x1", client_input(1, 1))
+    with RawClient(tf_server.port) as d, RawClient(tf_server.port) as e:
+        d.send("AI.DAGEXECUTE", "LOAD", 2, "x0", "n", "|>", *execute_args("m", 0), "|>", *later,
+               "|>", "AI.TENSORGET", "y0", "BLOB")
+        assert em.wait_until_blocked(c, 1)  # held for MINBATCHSIZE until the second comes
+        t0 = time.perf_counter()
+        e.send(*execute_args("m", 1))
+        reply = e.read()
+        took = time.perf_counter() - t0
+        dag_running = not d.pending()
+        dag_reply = d.read()
+        dag_took = time.perf_counter() - t0
+    print(f"later op on {device}: the plain request answered after {took:.3f} s, "
+          f"the DAG after {dag_took:.3f} s")
+    assert reply == "OK", reply
+    assert dag_running, f"the plain request was answered after the DAG's later op ({took:.2f} s)"
+    assert took < 1.5, f"the plain request was answered after {took:.2f} s"
+    assert dag_reply[:2] == ["OK", "OK"], dag_reply
+    np.testing.assert_array_equal(np.frombuffer(dag_reply[2], np.float32).reshape(1, 3),
+                                  2 * client_input(0, 1))
+    check_member(c, 1, 2)
+
+
+def test_members_next_ops_batch_again(c, tf_server, install_dir):
+    """Two DAGs "m |> m" batched: both get their rows, go back to the queue, and their
+    second ops batch too (before, the worker ran each one's second op alone, in turn)."""
+    store_bs(c, install_dir, "TF", "m", "BATCHSIZE", 4, "MINBATCHSIZE", 2)
+    clients = [RawClient(tf_server.port) for _ in range(2)]
+    try:
+        for i, cl in enumerate(clients):
+            tset(c, f"x{i}", client_input(i, 1))
+            cl.send("AI.DAGEXECUTE", "LOAD", 1, f"x{i}", "|>", *execute_args("m", i),
+                    "|>", "AI.MODELEXECUTE", "m", "INPUTS", 1, f"y{i}", "OUTPUTS", 2, "bs", "z",
+                    "|>", "AI.TENSORGET", "bs", "VALUES", "|>", "AI.TENSORGET", "z", "BLOB")
+        replies = [cl.read() for cl in clients]
+    finally:
+        for cl in clients:
+            cl.close()
+    for i, rep in enumerate(replies):
+        assert rep[:2] == ["OK", "OK"], rep
+        assert rep[2] == [b"2"] * 3, f"DAG {i}'s second op ran in a batch of {rep[2]}"
+        np.testing.assert_array_equal(np.frombuffer(rep[3], np.float32).reshape(1, 3),
+                                      4 * client_input(i, 1))
+    st = info(c, "m")
+    assert (st["calls"], st["samples"], st["errors"]) == (4, 4, 0), st
+
+
+def test_members_with_later_ops_on_both_devices(c, tf_server, slow_n, install_dir):
+    """Three members: a DAG whose later op runs on CPU:1, one whose later op runs here, a
+    plain request. The plain one is answered while both later ops run; each DAG gets its
+    own rows and its later op's output."""
+    store_bs(c, install_dir, "TF", "m", "BATCHSIZE", 4, "MINBATCHSIZE", 3)
+    here = slow_op(c, slow_n, "CPU", 1.5)
+    there = slow_op(c, slow_n, "CPU:1", 1.5)
+    for i in range(3):
+        tset(c, f"x{i}", client_input(i, 1))
+    dags = [RawClient(tf_server.port) for _ in range(2)]
+    try:
+        for i, (d, later) in enumerate(zip(dags, (there, here))):
+            d.send("AI.DAGEXECUTE", "LOAD", 2, f"x{i}", "n", "|>", *execute_args("m", i),
+                   "|>", *later, "|>", "AI.TENSORGET", f"y{i}", "BLOB",
+                   "|>", "AI.TENSORGET", "slow_out", "META")
+            assert em.wait_until_blocked(c, i + 1)
+        assert_ok(c.execute(*execute_args("m", 2)))
+        running = [not d.pending() for d in dags]
+        replies = [d.read() for d in dags]
+    finally:
+        for d in dags:
+            d.close()
+    assert running == [True, True], "the plain request was answered after a DAG's later op"
+    for i, rep in enumerate(replies):
+        assert rep[:2] == ["OK", "OK"], rep
+        np.testing.assert_array_equal(np.frombuffer(rep[2], np.float32).reshape(1, 3),
+                                      2 * client_input(i, 1))
+        assert (rep[3][1], rep[3][3]) == (b"FLOAT", [8, 8]), rep[3]
+    check_member(c, 2, 3)
