@@ -209,10 +209,14 @@ const char *WriteGate_Refusal(RedisModuleCtx *ctx, RedisModuleString **keys, siz
     int flags = RedisModule_GetContextFlags(ctx);
     int replica = (flags & REDISMODULE_CTX_FLAGS_SLAVE) != 0;
     if (!(flags & REDISMODULE_CTX_FLAGS_CLUSTER)) {
-        if (!replica) return NULL;
+        /* Redis's own rule for a client's write: a replica refuses it only
+         * with replica-read-only yes (READONLY); a writable one takes it. */
+        if (!(flags & REDISMODULE_CTX_FLAGS_READONLY)) return NULL;
         redirects++;
         return READONLY_REPLICA;
     }
+    /* A cluster replica sends every write to its master (MOVED), whatever
+     * replica-read-only says, as Redis's routing does. */
     int why = 0;
     if (!replica) {
         /* Redis routes the EXISTS as it would the client's own command. */
