@@ -16,6 +16,8 @@ on a slot that moves gets MOVED):
 * DAGs with PERSIST alike; INFO counts the redirects (`ai_completion_redirects`);
 * a slot left half-moved with a tensor on both nodes: `redis-cli --cluster fix` reports two
   different copies (the types' digests) and merges equal ones.
+* a new owner whose CLUSTER NODES line lists more than 4096 slot ranges (every other slot)
+  is still found: MOVED to it, not CLUSTERDOWN.
 
 A slow TF graph holds the one worker (THREADS_PER_QUEUE 1) for about RUN_SECONDS while the
 test moves the slot with CLUSTER SETSLOT + MIGRATE, as redis-cli --cluster reshard does.
@@ -33,8 +35,8 @@ from redis.crc import key_slot
 
 import engine_models as em
 import tf_graphs
-from cluster_nodes import (Cluster, begin_move, end_move, migrate_keys, move_slot, node_id,
-                           start_cluster, tag_in)
+from cluster_nodes import (SLOTS, Cluster, begin_move, end_move, migrate_keys, move_slot,
+                           node_id, start_cluster, tag_in)
 from helpers import assert_ok, info_field, wait_until
 from redis_server import RedisServer, backend_args
 from resp import RawClient, RespError
@@ -270,3 +272,39 @@ def test_cluster_fix_tells_different_copies_apart(moves: Moves) -> None:
     for n in cl.masters:
         with RawClient(n.port) as c:
             assert "cluster_state:ok" in c.execute("CLUSTER", "INFO").decode()
+
+
+def test_moved_to_a_node_with_thousands_of_slot_ranges(module_path, tf_backend_path) -> None:
+    """Master 0 serves the even slots, master 1 the odd ones (8192 ranges on each line of
+    CLUSTER NODES). A run held on master 0 in slot 16382, which then moves to master 1 (its
+    line's 8191st range, 16381-16383), gets MOVED to master 1: the write gate reads the whole
+    line (a table of 4096 ranges answered CLUSTERDOWN Hash slot not served)."""
+    slot = 16382
+    layout = [range(0, SLOTS, 2), range(1, SLOTS, 2)]
+    nodes: list[RedisServer] = []
+    try:
+        cl = start_cluster(module_path, [*backend_args({"TF": tf_backend_path}),
+                                         "THREADS_PER_QUEUE", "1"], nodes, masters=2,
+                           slots=[list(r) for r in layout])
+        src, dst = cl.masters
+        tag = "{" + tag_in(slot, slot) + "}"
+        with RawClient(src.port) as c:
+            n = em.calibrate_slow(c, f"{tag}slow", tag)(RUN_SECONDS)
+            assert_ok(c.execute("AI.TENSORSET", f"{tag}n", "INT32", "VALUES", n))
+            line = next(l for l in c.execute("CLUSTER", "NODES").decode().splitlines()
+                        if l.startswith(node_id(dst)))
+            assert len(line.split()) - 8 == SLOTS // 2, line[:200]
+        conn = held(src.port, run(tag))
+        try:
+            assert move_slot(cl.nodes, src, dst, slot) == 2  # the model and its input
+            reply = conn.read()
+        finally:
+            conn.close()
+        assert isinstance(reply, RespError), reply
+        assert str(reply) == f"MOVED {slot} 127.0.0.1:{dst.port}", reply
+        assert keys_in_slot(src.port, slot) == 0 and keys_in_slot(dst.port, slot) == 2
+        for node in nodes:
+            assert node.alive(), node.log()[-3000:]
+    finally:
+        for node in nodes:
+            node.stop()
