@@ -20,9 +20,10 @@ What is read, the way apt reads it:
 The private apt-get reads the machine's apt.conf and apt.conf.d/ as any
 apt-get does (only the sources and state folders are overridden) and gets
 the caller's environment, so the proxy in use is apt's own; it is parsed
-here only to say it in the progress output. deb.debian.org is used only
-when the machine's sources hold no Debian archive at all (not Debian), and
-the progress output says so.
+here only to say it in the progress output. No archive is ever named here:
+a machine whose sources hold no Debian archive at all (not Debian, or no
+`deb` entry for its release) fails the fetch with a BuildError that says so
+and what to add.
 
 The parsing functions are pure (text in, values out); the `machine_*`
 functions and `private_sources` read this machine.
@@ -101,8 +102,8 @@ class PrivateSources:
 
     text: str        # a deb822 .sources file
     uris: tuple[str, ...]
-    summary: str     # "deb-src http://deb.debian.org/debian bookworm main"
-    note: str        # where the URIs came from (or that they are the fallback)
+    summary: str     # "deb-src http://mirror.lan/debian bookworm main"
+    note: str        # where the URIs came from
 
 
 # --- parsing (pure) ----------------------------------------------------------
@@ -362,22 +363,31 @@ def render_deb822(kind: str, suite: str, component: str,
     return "\n".join(stanzas)
 
 
+def no_archive_message(files: Sequence[Path], kind: str, suite: str, component: str,
+                       codename: str | None) -> str:
+    """Why a fetch of `kind suite component` found no archive, and what would fix it."""
+    read = ", ".join(str(f) for f in files) or "none"
+    release = codename or "not Debian (/etc/os-release)"
+    return (f"no Debian archive in this machine's apt sources (files read: {read}; "
+            f"release: {release}), so there is nowhere to fetch {kind} {suite} {component} "
+            f"from: the build uses only the machine's own apt sources, never a mirror of its "
+            f"own. Add a `deb` entry with component {component} for {suite} or for the "
+            f"machine's Debian release (sources.list, or a .list or deb822 .sources file in "
+            f"sources.list.d/), then run the build again")
+
+
 def plan_private_sources(entries: Sequence[SourceEntry], files: Sequence[Path],
-                         kind: str, suite: str, component: str, codename: str | None,
-                         fallback_uri: str) -> PrivateSources:
-    """The private sources for one fetch, from the machine's entries (pure)."""
+                         kind: str, suite: str, component: str,
+                         codename: str | None) -> PrivateSources:
+    """The private sources for one fetch, from the machine's entries (pure); a BuildError
+    (no_archive_message) when they hold no Debian archive."""
     chosen = archive_entries(entries, suite, component, codename)
-    if chosen:
-        where = ", ".join(dict.fromkeys(e.origin for e in chosen))
-        via = (f"its {suite} entries" if chosen[0].suite == suite
-               else f"the machine's own release ({chosen[0].suite}) entries")
-        note = f"archive from this machine's apt sources, {via}: {where}"
-    else:
-        read = ", ".join(str(f) for f in files) or "none"
-        release = codename or "not Debian (/etc/os-release)"
-        note = (f"no Debian archive in this machine's apt sources (files read: {read}; "
-                f"release: {release}): falling back to {fallback_uri}")
-        chosen = [SourceEntry("deb", fallback_uri, suite, (component,), (), "fallback")]
+    if not chosen:
+        raise BuildError(no_archive_message(files, kind, suite, component, codename))
+    where = ", ".join(dict.fromkeys(e.origin for e in chosen))
+    via = (f"its {suite} entries" if chosen[0].suite == suite
+           else f"the machine's own release ({chosen[0].suite}) entries")
+    note = f"archive from this machine's apt sources, {via}: {where}"
     uris = " ".join(e.uri for e in chosen)
     return PrivateSources(text=render_deb822(kind, suite, component, chosen),
                           uris=tuple(e.uri for e in chosen),
@@ -422,12 +432,11 @@ def machine_codename(os_release: Path = Path("/etc/os-release")) -> str | None:
         return None
 
 
-def private_sources(kind: str, suite: str, component: str,
-                    fallback_uri: str) -> tuple[PrivateSources, str]:
-    """The private sources for `kind suite component` on this machine, and its proxy in words."""
+def private_sources(kind: str, suite: str, component: str) -> tuple[PrivateSources, str]:
+    """The private sources for `kind suite component` on this machine, and its proxy in words;
+    a BuildError when the machine's sources hold no Debian archive."""
     config = machine_config()
     files = source_files(config)
     entries = [e for f in files for e in parse_sources_file(f)]
-    plan = plan_private_sources(entries, files, kind, suite, component,
-                                machine_codename(), fallback_uri)
+    plan = plan_private_sources(entries, files, kind, suite, component, machine_codename())
     return plan, effective_proxy(plan.uris[0], config, os.environ)

@@ -110,8 +110,7 @@ def redismodule_include_dir() -> Path:
     final = paths.cache_dir() / f"redis-{pins.REDIS_VERSION}" / "include"
     if (final / "redismodule.h").is_file():
         return final
-    sources, proxy = apt_sources.private_sources("deb-src", pins.REDIS_SUITE, "main",
-                                                 pins.DEBIAN_FALLBACK_MIRROR)
+    sources, proxy = apt_sources.private_sources("deb-src", pins.REDIS_SUITE, "main")
     apt = PrivateApt(f"{pins.REDIS_SUITE}-src")
 
     def fill(tmp: Path) -> None:
@@ -159,8 +158,7 @@ def onnxruntime_include_dir() -> Path:
     final = paths.cache_dir() / f"onnxruntime-api{pins.ORT_API_VERSION}" / "include" / "onnxruntime"
     if (final / "onnxruntime_c_api.h").is_file():
         return final
-    sources, proxy = apt_sources.private_sources("deb", pins.ORT_HEADERS_SUITE, "main",
-                                                 pins.DEBIAN_FALLBACK_MIRROR)
+    sources, proxy = apt_sources.private_sources("deb", pins.ORT_HEADERS_SUITE, "main")
     apt = PrivateApt(pins.ORT_HEADERS_SUITE)
 
     def fill(tmp: Path) -> None:

@@ -115,9 +115,9 @@ COMPARE_APT_TOOLS: Final[dict[str, str]] = {"wrk": "wrk"}
 
 # --- Debian ----------------------------------------------------------------
 
-# The header fetch takes the archive URI from the machine's own apt sources
-# (build_tools/apt_sources.py); this one only when they hold no Debian archive.
-DEBIAN_FALLBACK_MIRROR: Final = "http://deb.debian.org/debian"
+# Every Debian fetch (headers, OpenSSL 1.1, the source-built servers) takes the
+# archive URI from the machine's own apt sources (build_tools/apt_sources.py): no
+# mirror is named here, and a machine without a Debian archive is told so.
 
 # Binary packages setup installs with apt when the command is missing:
 # command on PATH -> bookworm package providing it.
@@ -180,7 +180,7 @@ SERVER_PINS: Final[tuple[ServerPin, ...]] = (
 # package, fetched through the machine's own Debian archive (apt_sources.py)
 # and unpacked with dpkg -x, never installed. bullseye main no longer changes
 # (its point releases ended with 11.11); once bullseye leaves the mirrors for
-# archive.debian.org, the fetch fails and this pin must move.
+# Debian's archive of old releases, the fetch fails and this pin must move.
 OPENSSL11_SUITE: Final = "bullseye"
 OPENSSL11_PACKAGE: Final = "libssl1.1"
 OPENSSL11_VERSION: Final = "1.1.1w-0+deb11u1"

@@ -14,8 +14,8 @@ PyTorch: `torch==2.13.0` on PyPI is, on Linux x86_64, the CUDA build (several GB
 with its nvidia-* wheels). The CPU build is on PyTorch's own index, which no
 pyproject.toml can name; pip hands its own index options (--extra-index-url,
 --find-links, PIP_EXTRA_INDEX_URL, pip.conf) to the build environment's install,
-so `pip install . --extra-index-url https://download.pytorch.org/whl/cpu` gets
-2.13.0+cpu (a local version sorts above the plain one). See the README.
+so `pip install . --extra-index-url <PyTorch's CPU wheel index>` gets
+2.13.0+cpu (a local version sorts above the plain one). See docs/install.md.
 """
 from __future__ import annotations
 

@@ -185,8 +185,7 @@ def openssl11_dir() -> Path:
         _say(f"OpenSSL 1.1 libraries cached in {lib}")
         return lib
     package = f"{pins.OPENSSL11_PACKAGE}={pins.OPENSSL11_VERSION}"
-    sources, proxy = apt_sources.private_sources("deb", pins.OPENSSL11_SUITE, "main",
-                                                 pins.DEBIAN_FALLBACK_MIRROR)
+    sources, proxy = apt_sources.private_sources("deb", pins.OPENSSL11_SUITE, "main")
     apt = headers.PrivateApt(pins.OPENSSL11_SUITE, say=_say)
 
     def fill(tmp: Path) -> None:

@@ -185,8 +185,7 @@ def ensure_source_servers(wanted: Sequence[pins.SourceServerPin] = pins.SOURCE_S
         raise BuildError("dpkg-source is not on PATH: install dpkg-dev "
                          "(`python3 -m build_tools setup` does)")
     suite = pins.SOURCE_SERVERS_SUITE
-    sources, proxy = apt_sources.private_sources("deb-src", suite, "main",
-                                                 pins.DEBIAN_FALLBACK_MIRROR)
+    sources, proxy = apt_sources.private_sources("deb-src", suite, "main")
     apt = headers.PrivateApt(f"{suite}-src", say=_say)
     try:
         apt.prepare(sources, proxy)

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include "commands/backend_info_cache.h"
 #include "commands/config_commands.h"
 #include "commands/dag_commands.h"
 #include "commands/info_commands.h"
@@ -144,6 +145,7 @@ __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ct
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_Shutdown, onShutdown);
     RedisModule_SubscribeToServerEvent(ctx, RedisModuleEvent_ModuleChange, onModuleChange);
     if (Config_ApplyLoadArgs(ctx, argv, argc) != REDISMODULE_OK) return REDISMODULE_ERR;
+    BackendInfoCache_CollectInProcess(); /* for a crash report before any INFO */
 
     RAI_Error err;
     Error_Init(&err);

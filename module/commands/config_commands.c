@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "commands/backend_info_cache.h"
 #include "commands/config_list.h"
 #include "core/config.h"
 #include "core/messages.h"
@@ -278,6 +279,7 @@ int Config_RedisCommand(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             Error_Clear(&err);
             return REDISMODULE_OK;
         }
+        BackendInfoCache_CollectInProcess();
         return RedisModule_ReplyWithSimpleString(ctx, "OK");
     }
     if (!strcasecmp(sub, "BACKENDSPATH")) {

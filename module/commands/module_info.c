@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <sys/resource.h>
 
+#include "commands/backend_info_cache.h"
 #include "core/config.h"
 #include "engine/completion.h"
 #include "engine/write_gate.h"
@@ -37,10 +38,6 @@ static const char *backend_fields[RAI_BACKEND_KINDS] = {
     [RAI_BACKEND_TORCH] = "Torch",
     [RAI_BACKEND_ONNX] = "onnxruntime",
 };
-
-static void addBackendField(void *ctx, const char *field, const char *value) {
-    RedisModule_InfoAddFieldCString(ctx, field, value);
-}
 
 static void addTime(RedisModuleInfoCtx *ctx, const char *field, struct timeval tv) {
     char buf[64];
@@ -74,7 +71,6 @@ static int isKindDefault(const RAI_BackendDescriptor *d) {
 }
 
 void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
-    REDISMODULE_NOT_USED(for_crash_report);
     RedisModule_InfoAddSection(ctx, "versions");
     RedisModule_InfoAddFieldCString(ctx, "RedisAI_version", REDISAI_VERSION_STRING);
     RedisModule_InfoAddFieldLongLong(ctx, "low_level_API_version", REDISAI_LLAPI_VERSION);
@@ -101,8 +97,12 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
         char field[64];
         snprintf(field, sizeof(field), "%s_version", backend_fields[k]);
         RedisModule_InfoAddFieldCString(ctx, field, b->desc->framework_version);
-        if (b->desc->size >= RAI_DESCRIPTOR_SIZE_1_2 && b->desc->info) {
-            b->desc->info(ctx, addBackendField);
+        /* A crash report never calls a backend (a host round trip, or the
+         * framework that crashed): it prints the lines INFO kept. */
+        if (for_crash_report) {
+            BackendInfoCache_Print(ctx, b, backend_fields[k]);
+        } else {
+            BackendInfoCache_Collect(ctx, b);
         }
     }
 

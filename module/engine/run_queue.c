@@ -355,17 +355,9 @@ static void *workerMain(void *arg) {
         if (wait_ms < 0) {
             pthread_cond_wait(&q->ready, &q->lock);
         } else {
-            /* q->ready waits on CLOCK_MONOTONIC (RunQueue_Ensure): a step
-             * of the wall clock neither fires nor stretches MINBATCHTIMEOUT
-             * or a held DAG's TIMEOUT. */
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += (wait_ms + 1) / 1000;
-            ts.tv_nsec += ((wait_ms + 1) % 1000) * 1000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
+            /* MINBATCHTIMEOUT or a held DAG's TIMEOUT: on the monotonic
+             * clock, as the deadlines are (Clock_CondInit). */
+            struct timespec ts = Clock_DeadlineAfterMs(wait_ms + 1);
             pthread_cond_timedwait(&q->ready, &q->lock, &ts);
         }
     }
@@ -513,11 +505,7 @@ RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err) {
     RAI_RunQueue *q = RedisModule_Calloc(1, sizeof(*q));
     snprintf(q->name, sizeof(q->name), "%s", name);
     pthread_mutex_init(&q->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&q->ready, &ca);
-    pthread_condattr_destroy(&ca);
+    Clock_CondInit(&q->ready);
     q->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     pthread_cond_init(&q->help, NULL);
     q->nthreads = (int)rai_config.threads_per_queue;

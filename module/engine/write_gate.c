@@ -9,8 +9,9 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "engine/cluster_nodes.h"
 
 #define TRYAGAIN_PAUSED                                                                       \
     "TRYAGAIN writes are paused (CLIENT PAUSE or a failover): the run's outputs were not "    \
@@ -31,128 +32,14 @@ int WriteGate_Paused(void) {
     return RedisModule_AvoidReplicaTraffic != NULL && RedisModule_AvoidReplicaTraffic();
 }
 
-/* One line of CLUSTER NODES: <id> <ip:port@cport[,...]> <flags> <master>
- * <ping> <pong> <epoch> <link> <slot>... as pointers into a copy. */
-typedef struct NodeLine {
-    char *id;
-    char *addr; /* ip:port, cut at '@' */
-    char *flags;
-    char *slots[4096];
-    int nslots;
-} NodeLine;
-
-static int parseLine(char *line, NodeLine *n) {
-    char *save = NULL;
-    char *field[8];
-    for (int i = 0; i < 8; i++) {
-        field[i] = strtok_r(i == 0 ? line : NULL, " ", &save);
-        if (field[i] == NULL) return 0;
-    }
-    n->id = field[0];
-    n->addr = field[1];
-    char *at = strchr(n->addr, '@');
-    if (at) *at = '\0';
-    n->flags = field[2];
-    n->nslots = 0;
-    char *tok;
-    while ((tok = strtok_r(NULL, " ", &save)) != NULL && n->nslots < 4096) {
-        n->slots[n->nslots++] = tok;
-    }
-    return 1;
-}
-
-static int hasFlag(const char *flags, const char *flag) {
-    size_t len = strlen(flag);
-    for (const char *p = flags; *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n == len && !memcmp(p, flag, len)) return 1;
-        if (!end) break;
-        p = end + 1;
-    }
-    return 0;
-}
-
-static int servesSlot(const NodeLine *n, long long slot) {
-    for (int i = 0; i < n->nslots; i++) {
-        const char *s = n->slots[i];
-        if (s[0] == '[') continue; /* migrating/importing marks */
-        char *end;
-        long long lo = strtoll(s, &end, 10);
-        long long hi = *end == '-' ? strtoll(end + 1, NULL, 10) : lo;
-        if (lo <= slot && slot <= hi) return 1;
-    }
-    return 0;
-}
-
-/* The id this node migrates slot to ("[slot->-id]" on its own line), or
- * NULL. */
-static char *migratingTo(const NodeLine *n, long long slot) {
-    char mark[32];
-    int len = snprintf(mark, sizeof(mark), "[%lld->-", slot);
-    for (int i = 0; i < n->nslots; i++) {
-        char *s = n->slots[i];
-        if (!strncmp(s, mark, (size_t)len)) {
-            char *id = s + len;
-            char *close = strchr(id, ']');
-            if (close) *close = '\0';
-            return id;
-        }
-    }
-    return NULL;
-}
-
-typedef struct SlotRoute {
-    char owner[WRITE_GATE_MSG_LEN / 2]; /* ip:port of the slot's master, "" if none */
-    int owner_is_me;
-    int me_replica;
-    char target[WRITE_GATE_MSG_LEN / 2]; /* ip:port this node migrates it to, "" if not */
-} SlotRoute;
-
 /* Who serves slot, from CLUSTER NODES as this node sees it now. */
-static void routeOf(RedisModuleCtx *ctx, long long slot, SlotRoute *r) {
+static void routeOf(RedisModuleCtx *ctx, long long slot, ClusterRoute *r) {
     memset(r, 0, sizeof(*r));
     RedisModuleCallReply *reply = RedisModule_Call(ctx, "CLUSTER", "c", "NODES");
     size_t len = 0;
     const char *text = reply ? RedisModule_CallReplyStringPtr(reply, &len) : NULL;
-    if (text == NULL) {
-        if (reply) RedisModule_FreeCallReply(reply);
-        return;
-    }
-    char *copy = RedisModule_Alloc(len + 1);
-    memcpy(copy, text, len);
-    copy[len] = '\0';
-    RedisModule_FreeCallReply(reply);
-
-    NodeLine *n = RedisModule_Alloc(sizeof(*n));
-    char *target_id = NULL;
-    /* Two passes: the migration target's address is on another line. */
-    for (int pass = 0; pass < 2; pass++) {
-        char *work = RedisModule_Strdup(copy);
-        char *save = NULL;
-        for (char *line = strtok_r(work, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-            if (!parseLine(line, n)) continue;
-            int me = hasFlag(n->flags, "myself");
-            if (pass == 0) {
-                if (me) {
-                    r->me_replica = hasFlag(n->flags, "slave");
-                    char *id = migratingTo(n, slot);
-                    if (id) target_id = RedisModule_Strdup(id);
-                }
-                if (servesSlot(n, slot)) {
-                    snprintf(r->owner, sizeof(r->owner), "%s", n->addr);
-                    r->owner_is_me = me;
-                }
-            } else if (target_id && !strcmp(n->id, target_id)) {
-                snprintf(r->target, sizeof(r->target), "%s", n->addr);
-            }
-        }
-        RedisModule_Free(work);
-        if (target_id == NULL) break;
-    }
-    if (target_id) RedisModule_Free(target_id);
-    RedisModule_Free(n);
-    RedisModule_Free(copy);
+    if (text) ClusterNodes_Route(text, len, slot, r);
+    if (reply) RedisModule_FreeCallReply(reply);
 }
 
 static long long keySlot(RedisModuleCtx *ctx, RedisModuleString *key) {
@@ -183,7 +70,7 @@ static const char *redirect(RedisModuleCtx *ctx, RedisModuleString **keys, size_
     if (why == EROFS) return CLUSTERDOWN_RO;
     long long slot = keySlot(ctx, keys[0]);
     if (slot < 0) return CLUSTERDOWN;
-    SlotRoute r;
+    ClusterRoute r;
     routeOf(ctx, slot, &r);
     if (r.owner[0] == '\0') return CLUSTERDOWN_UNBOUND;
     if (!r.owner_is_me || r.me_replica) {
@@ -209,10 +96,14 @@ const char *WriteGate_Refusal(RedisModuleCtx *ctx, RedisModuleString **keys, siz
     int flags = RedisModule_GetContextFlags(ctx);
     int replica = (flags & REDISMODULE_CTX_FLAGS_SLAVE) != 0;
     if (!(flags & REDISMODULE_CTX_FLAGS_CLUSTER)) {
-        if (!replica) return NULL;
+        /* Redis's own rule for a client's write: a replica refuses it only
+         * with replica-read-only yes (READONLY); a writable one takes it. */
+        if (!(flags & REDISMODULE_CTX_FLAGS_READONLY)) return NULL;
         redirects++;
         return READONLY_REPLICA;
     }
+    /* A cluster replica sends every write to its master (MOVED), whatever
+     * replica-read-only says, as Redis's routing does. */
     int why = 0;
     if (!replica) {
         /* Redis routes the EXISTS as it would the client's own command. */

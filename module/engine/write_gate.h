@@ -7,7 +7,8 @@
  *   - writes are paused (CLIENT PAUSE WRITE or ALL, a manual failover, a
  *     FAILOVER, a shutdown): Redis asserts when a module propagates then,
  *     since a write could be lost in the switch;
- *   - this node became a replica (a failover, REPLICAOF);
+ *   - this node became a read-only replica (a failover, REPLICAOF; a
+ *     replica with replica-read-only no takes writes, as Redis lets it);
  *   - in a cluster, the outputs' slot moved to another node, or is
  *     migrating and the keys went (or go) to the target.
  * Then nothing is written, and the client gets what Redis would answer its

@@ -16,6 +16,8 @@ on a slot that moves gets MOVED):
 * DAGs with PERSIST alike; INFO counts the redirects (`ai_completion_redirects`);
 * a slot left half-moved with a tensor on both nodes: `redis-cli --cluster fix` reports two
   different copies (the types' digests) and merges equal ones.
+* a new owner whose CLUSTER NODES line lists more than 4096 slot ranges (every other slot)
+  is still found: MOVED to it, not CLUSTERDOWN.
 
 A slow TF graph holds the one worker (THREADS_PER_QUEUE 1) for about RUN_SECONDS while the
 test moves the slot with CLUSTER SETSLOT + MIGRATE, as redis-cli --cluster reshard does.
@@ -33,8 +35,8 @@ from redis.crc import key_slot
 
 import engine_models as em
 import tf_graphs
-from cluster_nodes import (Cluster, begin_move, end_move, migrate_keys, move_slot, node_id,
-                           start_cluster, tag_in)
+from cluster_nodes import (SLOTS, Cluster, begin_move, end_move, migrate_keys, move_slot,
+                           node_id, start_cluster, tag_in)
 from helpers import assert_ok, info_field, wait_until
 from redis_server import RedisServer, backend_args
 from resp import RawClient, RespError
@@ -120,17 +122,14 @@ def out_values(port: int, tag: str, asking: bool = False):
         return c.execute("AI.TENSORGET", f"{tag}out", "VALUES")
 
 
-@pytest.mark.parametrize("shape", [run, dag], ids=["modelexecute", "dagexecute"])
-def test_slot_moved_under_run_gets_moved(moves: Moves, shape) -> None:
-    cl = moves.cluster
-    src, dst = cl.masters
-    tag = moves.fresh_slot()
+def assert_moved_under_run(nodes: list[RedisServer], src: RedisServer, dst: RedisServer,
+                           tag: str, cmd: tuple) -> None:
+    """cmd held on src while the tag's slot (the slow model and its input) moves to dst:
+    the run answers MOVED to dst and writes its output on neither node."""
     slot = key_slot(tag.encode())
-    with RawClient(src.port) as c:
-        before = redirects(c)
-    conn = held(src.port, shape(tag))
+    conn = held(src.port, cmd)
     try:
-        assert move_slot(cl.nodes, src, dst, slot) == 2  # the model and its input
+        assert move_slot(nodes, src, dst, slot) == 2  # the model and its input
         reply = conn.read()
     finally:
         conn.close()
@@ -138,6 +137,16 @@ def test_slot_moved_under_run_gets_moved(moves: Moves, shape) -> None:
     assert str(reply) == f"MOVED {slot} 127.0.0.1:{dst.port}", reply
     assert keys_in_slot(src.port, slot) == 0  # nothing left behind
     assert keys_in_slot(dst.port, slot) == 2  # and no output written there either
+
+
+@pytest.mark.parametrize("shape", [run, dag], ids=["modelexecute", "dagexecute"])
+def test_slot_moved_under_run_gets_moved(moves: Moves, shape) -> None:
+    cl = moves.cluster
+    src, dst = cl.masters
+    tag = moves.fresh_slot()
+    with RawClient(src.port) as c:
+        before = redirects(c)
+    assert_moved_under_run(cl.nodes, src, dst, tag, shape(tag))
     with RawClient(src.port) as c:
         assert redirects(c) == before + 1
     # resent to the new owner, as a client follows MOVED: it runs there
@@ -270,3 +279,31 @@ def test_cluster_fix_tells_different_copies_apart(moves: Moves) -> None:
     for n in cl.masters:
         with RawClient(n.port) as c:
             assert "cluster_state:ok" in c.execute("CLUSTER", "INFO").decode()
+
+
+def test_moved_to_a_node_with_thousands_of_slot_ranges(module_path, tf_backend_path) -> None:
+    """Master 0 serves the even slots, master 1 the odd ones (8192 ranges on each line of
+    CLUSTER NODES). A run held on master 0 in slot 16382, which then moves to master 1 (its
+    line's 8191st range, 16381-16383), gets MOVED to master 1: the write gate reads the whole
+    line (a table of 4096 ranges answered CLUSTERDOWN Hash slot not served)."""
+    slot = 16382
+    layout = [range(0, SLOTS, 2), range(1, SLOTS, 2)]
+    nodes: list[RedisServer] = []
+    try:
+        cl = start_cluster(module_path, [*backend_args({"TF": tf_backend_path}),
+                                         "THREADS_PER_QUEUE", "1"], nodes, masters=2,
+                           slots=[list(r) for r in layout])
+        src, dst = cl.masters
+        tag = "{" + tag_in(slot, slot) + "}"
+        with RawClient(src.port) as c:
+            n = em.calibrate_slow(c, f"{tag}slow", tag)(RUN_SECONDS)
+            assert_ok(c.execute("AI.TENSORSET", f"{tag}n", "INT32", "VALUES", n))
+            line = next(l for l in c.execute("CLUSTER", "NODES").decode().splitlines()
+                        if l.startswith(node_id(dst)))
+            assert len(line.split()) - 8 == SLOTS // 2, line[:200]
+        assert_moved_under_run(cl.nodes, src, dst, tag, run(tag))
+        for node in nodes:
+            assert node.alive(), node.log()[-3000:]
+    finally:
+        for node in nodes:
+            node.stop()

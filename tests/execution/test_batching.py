@@ -21,7 +21,6 @@ backends/ on the first MODELSTORE and are skipped while their .so is not built).
 from __future__ import annotations
 
 import collections
-import os
 import threading
 import time
 
@@ -30,8 +29,6 @@ import pytest
 
 import engine_models as em
 from helpers import assert_error, assert_ok
-from native import cc_shared
-from paths import ROOT
 from redis_server import Connect, RedisServer
 from resp import RawClient, Status
 
@@ -422,43 +419,6 @@ def test_held_request_times_out(c, tf_server, install_dir):
     assert c.execute("EXISTS", "bs0", "y0") == 0
     st = info(c, "m")
     assert (st["calls"], st["errors"]) == (0, 0), st
-
-
-@pytest.fixture(scope="module")
-def wall_clock_ahead_server(start_server, tf_backend_path, tmp_path_factory) -> RedisServer:
-    """One worker, and a wall clock read an hour ahead of the kernel's: the server's
-    clock_gettime(CLOCK_REALTIME) goes through tests/fixtures/preload/wall_clock_ahead.c."""
-    shim = tmp_path_factory.mktemp("preload") / "wall_clock_ahead.so"
-    cc_shared("-o", str(shim), str(ROOT / "tests" / "fixtures" / "preload" / "wall_clock_ahead.c"))
-    preload = os.environ.get("LD_PRELOAD")
-    env = {**os.environ, "LD_PRELOAD": f"{shim}:{preload}" if preload else str(shim)}
-    return start_server(["TF", str(tf_backend_path), "THREADS_PER_QUEUE", "1"], env=env)
-
-
-@pytest.mark.parametrize("held_by", ["MINBATCHTIMEOUT", "TIMEOUT"])
-def test_held_request_is_released_on_the_monotonic_clock(wall_clock_ahead_server, connect,
-                                                         install_dir, held_by):
-    """The worker's wait for a held request's MINBATCHTIMEOUT or TIMEOUT is timed on
-    CLOCK_MONOTONIC: with a wall clock that reads an hour ahead of the one the kernel times
-    a CLOCK_REALTIME wait on (as after the wall clock was set back), the request is still
-    released on time (before, it waited the hour)."""
-    c = connect(wall_clock_ahead_server)
-    if held_by == "MINBATCHTIMEOUT":
-        store_bs(c, install_dir, "TF", "m", "BATCHSIZE", 8, "MINBATCHSIZE", 2,
-                 "MINBATCHTIMEOUT", 200)
-        command, expected = execute_args("m", 0), Status("OK")
-    else:
-        store_bs(c, install_dir, "TF", "m", "BATCHSIZE", 8, "MINBATCHSIZE", 2)
-        command, expected = [*execute_args("m", 0), "TIMEOUT", 200], Status("TIMEDOUT")
-    tset(c, "x0", client_input(0, 1))
-    with RawClient(wall_clock_ahead_server.port) as a:
-        t0 = time.perf_counter()
-        a.send(*command)
-        assert a.pending(wait=5.0), f"a request held for {held_by} 200 ms waited over 5 s"
-        reply = a.read()
-        elapsed = time.perf_counter() - t0
-    assert reply == expected, reply
-    assert elapsed >= 0.18, elapsed
 
 
 def test_timed_out_request_is_left_out_of_the_batch(c, tf_server, slow_n, install_dir):

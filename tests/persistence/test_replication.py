@@ -5,7 +5,9 @@ commands (TENSORSET, MODELSTORE/SET, MODELDEL, SCRIPTSTORE/SET, SCRIPTDEL) repli
 execution commands (MODELEXECUTE/RUN, SCRIPTEXECUTE/RUN, DAGEXECUTE/DAGRUN with PERSIST)
 replicate only their outputs, as AI.TENSORSET ... BLOB, so the replica never runs a model: its
 AI.INFO shows no calls and its command stats no execution command. A replica refuses writes with
-Redis's READONLY error and serves the read-only DAG.
+Redis's READONLY error and serves the read-only DAG; a writable replica (`replica-read-only no`)
+runs models, scripts and DAGs with persisted outputs as it takes SET, and a run in flight when
+it becomes read-only is refused with the same READONLY error.
 
 Every test starts its own master and replica with the three backends and the corpus's
 MODEL_CHUNK_SIZE (the chunk size is not replicated: docs/configuration.md).
@@ -16,11 +18,12 @@ import pathlib
 
 import pytest
 
+import engine_models as em
 import onnx_models as om
 import persistence_corpus as pc
 import rdb_files as rf
 import torch_models as tm
-from helpers import assert_error, assert_ok, info_field
+from helpers import assert_error, assert_ok, info_field, wait_until
 from persist_servers import backend_name, wait_info
 from resp import RawClient
 
@@ -297,3 +300,61 @@ def test_outputs_no_client_could_send_reach_the_replica(servers):
     assert rc.execute("AI.TENSORGET", "e", "META", "BLOB") == \
         mc.execute("AI.TENSORGET", "e", "META", "BLOB")
     assert mc.execute("DUMP", "o") == rc.execute("DUMP", "o")
+
+
+def test_writable_replica_runs_and_persists(servers):
+    """With replica-read-only no a replica takes AI.* writes as it takes SET (docs/persistence.md,
+    "Replication"): models, scripts and DAGs it is asked to run store their outputs there, with
+    the master's results; back to replica-read-only yes, the same commands get READONLY."""
+    master = servers.start(extra=MASTER)
+    replica = servers.start(extra=["--replica-read-only", "no"])
+    mc, rc = RawClient(master.port), RawClient(replica.port)
+    attach(master, replica, rc, mc)
+    pc.store(mc)
+    sync(mc)
+    assert_ok(rc.execute("SET", "plain", "write"))
+    for key in pc.EXEC_OUTPUTS:
+        assert rc.execute("DEL", key) == 1, key
+    pc.execute_all(rc)  # each command's reply is OK
+    assert_ok(rc.execute("AI.MODELRUN", "m:tf", "INPUTS", "in:a", "in:b", "OUTPUTS", "out:run"))
+    assert rc.execute("AI.DAGRUN", "LOAD", 2, "in:a", "in:b", "PERSIST", 1, "out:dagrun", "|>",
+                      "AI.MODELRUN", "m:tf", "INPUTS", "in:a", "in:b", "OUTPUTS",
+                      "out:dagrun") == [pc.OK]
+    for key in pc.EXEC_OUTPUTS:
+        assert rc.execute("AI.TENSORGET", key, "META", "BLOB") == \
+            mc.execute("AI.TENSORGET", key, "META", "BLOB"), key
+    for key in ("out:run", "out:dagrun"):
+        assert rc.execute("AI.TENSORGET", key, "BLOB") == mc.execute("AI.TENSORGET", "out:tf",
+                                                                     "BLOB"), key
+    assert all(stats(rc, key)["calls"] > 0 for key in ("m:tf", "m:torch", "m:onnx", "s:eps"))
+
+    assert_ok(rc.execute("CONFIG", "SET", "replica-read-only", "yes"))
+    for cmd in (("AI.MODELEXECUTE", "m:tf", "INPUTS", 2, "in:a", "in:b", "OUTPUTS", 1, "w"),
+                ("AI.SCRIPTEXECUTE", "s:eps", "bar", "INPUTS", 2, "in:a", "in:b", "OUTPUTS", 1,
+                 "w"),
+                ("AI.DAGEXECUTE", "LOAD", 2, "in:a", "in:b", "PERSIST", 1, "w", "|>",
+                 "AI.MODELEXECUTE", "m:tf", "INPUTS", 2, "in:a", "in:b", "OUTPUTS", 1, "w")):
+        assert_error(rc.execute(*cmd), READONLY)
+    assert rc.execute("EXISTS", "w") == 0
+    assert master.alive() and replica.alive(), replica.log()
+
+
+def test_run_in_flight_when_the_replica_turns_read_only_is_refused(servers):
+    """A run a writable replica took, still running when replica-read-only becomes yes, is
+    answered READONLY at its end and writes nothing (engine/write_gate.h)."""
+    master = servers.start(extra=MASTER)
+    replica = servers.start(extra=["--replica-read-only", "no"])
+    mc, rc = RawClient(master.port), RawClient(replica.port)
+    attach(master, replica, rc, mc)
+    n = em.calibrate_slow(mc, "slow")(1.5)
+    sync(mc)
+    assert_ok(rc.execute("AI.TENSORSET", "n", "INT32", "VALUES", 10))
+    assert_ok(rc.execute("AI.MODELEXECUTE", "slow", "INPUTS", 1, "n", "OUTPUTS", 1, "warm"))
+    assert_ok(rc.execute("AI.TENSORSET", "n", "INT32", "VALUES", n))
+    with RawClient(replica.port) as held:
+        held.send("AI.MODELEXECUTE", "slow", "INPUTS", 1, "n", "OUTPUTS", 1, "late")
+        assert wait_until(lambda: em.blocked_clients(rc) == 1, 10.0)
+        assert_ok(rc.execute("CONFIG", "SET", "replica-read-only", "yes"))
+        assert_error(held.read(), READONLY)
+    assert rc.execute("EXISTS", "late") == 0
+    assert replica.alive(), replica.log()

@@ -97,8 +97,10 @@ def wait_synced(replica: RedisServer, timeout: float = 60.0) -> None:
 
 def start_cluster(module_path, module_args: list[str], nodes: list[RedisServer],
                   masters: int = 3, replicas: Sequence[int] = (),
-                  extra: Iterable[str] = ()) -> Cluster:
-    """Starts `masters` masters serving equal ranges and a replica of master m for each m
+                  extra: Iterable[str] = (),
+                  slots: Sequence[Sequence[int]] | None = None) -> Cluster:
+    """Starts `masters` masters serving equal ranges (or slots[m] each: the Cluster's
+    ranges and tags then do not say who serves what) and a replica of master m for each m
     in `replicas` ((0, 1, 2): one per master), appending every server to `nodes` as it
     starts, so that the caller stops them even when a later one fails to start."""
     count = masters + len(replicas)
@@ -112,7 +114,10 @@ def start_cluster(module_path, module_args: list[str], nodes: list[RedisServer],
     for i, (n, (lo, hi)) in enumerate(zip(mine, ranges(masters))):
         with RawClient(n.port) as c:
             c.execute("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
-            c.execute("CLUSTER", "ADDSLOTSRANGE", lo, hi)
+            if slots is None:
+                c.execute("CLUSTER", "ADDSLOTSRANGE", lo, hi)
+            else:
+                assert c.execute("CLUSTER", "ADDSLOTS", *slots[i]) == "OK"
     with RawClient(mine[0].port) as c0:
         for n, b in zip(mine[1:], bus[1:]):
             c0.execute("CLUSTER", "MEET", "127.0.0.1", n.port, b)

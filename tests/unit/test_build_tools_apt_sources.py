@@ -260,8 +260,7 @@ def test_another_suite_goes_to_the_machines_release_archive() -> None:
 
 
 def test_private_sources_keep_uri_and_trust_swap_suite_and_type() -> None:
-    plan = aps.plan_private_sources(MACHINE, [], "deb-src", "bookworm", "main", "bookworm",
-                                    "http://fallback/debian")
+    plan = aps.plan_private_sources(MACHINE, [], "deb-src", "bookworm", "main", "bookworm")
     assert plan.uris == ("http://mirror.lan/debian", "http://mirror2.lan/debian")
     assert plan.summary == "deb-src http://mirror.lan/debian http://mirror2.lan/debian bookworm main"
     assert plan.text == (
@@ -271,12 +270,13 @@ def test_private_sources_keep_uri_and_trust_swap_suite_and_type() -> None:
         "\n"
         "# from /etc/apt/x.sources:1\nTypes: deb-src\nURIs: http://mirror2.lan/debian\n"
         "Suites: bookworm\nComponents: main\n")
-    assert "fallback" not in plan.note and "/etc/apt/sources.list:3" in plan.note
+    assert plan.note == ("archive from this machine's apt sources, its bookworm entries: "
+                         "/etc/apt/sources.list:3, /etc/apt/x.sources:1")
 
 
 def test_inline_key_is_written_back_as_read(tmp_path: Path) -> None:
     got = aps.parse_deb822(DEB822, "d.sources")
-    plan = aps.plan_private_sources(got, [], "deb", "trixie", "main", "bookworm", "http://f/")
+    plan = aps.plan_private_sources(got, [], "deb", "trixie", "main", "bookworm")
     again = aps.parse_deb822(plan.text, "private.sources")
     assert again[0].option("Signed-By") == got[-1].option("Signed-By")
     assert " .\n mQINB" in plan.text
@@ -284,19 +284,69 @@ def test_inline_key_is_written_back_as_read(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("entries, codename", [
     ([], "bookworm"),                                                        # no sources at all
-    ([entry("deb", "http://archive.ubuntu.com/ubuntu", "noble", "main")], None),   # not Debian
+    ([entry("deb", "http://ubuntu-mirror.lan/ubuntu", "noble", "main")], None),   # not Debian
     ([entry("deb-src", "http://m/debian", "bookworm", "main")], "bookworm"),       # deb-src only
+    ([entry("deb", "http://m/debian", "bookworm", "contrib")], "bookworm"),        # no main
 ])
-def test_fallback_only_without_a_debian_archive_and_says_so(
+def test_no_debian_archive_is_an_error_that_says_so(
         entries: list[aps.SourceEntry], codename: str | None) -> None:
-    plan = aps.plan_private_sources(entries, [Path("/etc/apt/sources.list")], "deb", "bookworm",
-                                    "main", codename, "http://deb.debian.org/debian")
-    assert plan.uris == ("http://deb.debian.org/debian",)
-    assert plan.note.startswith("no Debian archive in this machine's apt sources "
-                                "(files read: /etc/apt/sources.list; ")
-    assert plan.note.endswith("falling back to http://deb.debian.org/debian")
-    assert plan.text == ("# from fallback\nTypes: deb\nURIs: http://deb.debian.org/debian\n"
-                         "Suites: bookworm\nComponents: main\n")
+    """Without a Debian archive in the machine's sources the fetch stops: no mirror of the
+    build's own is tried, and the message says what was read and what to add."""
+    with pytest.raises(BuildError) as info:
+        aps.plan_private_sources(entries, [Path("/etc/apt/sources.list")], "deb", "bookworm",
+                                 "main", codename)
+    text = str(info.value)
+    assert text.startswith("no Debian archive in this machine's apt sources "
+                           "(files read: /etc/apt/sources.list; release: "
+                           f"{codename or 'not Debian (/etc/os-release)'}), so there is "
+                           "nowhere to fetch deb bookworm main from"), text
+    assert "never a mirror of its own" in text and "Add a `deb` entry" in text, text
+
+
+def _fake_machine(monkeypatch: pytest.MonkeyPatch, etc: Path, codename: str | None) -> None:
+    """apt's configuration of a machine whose sources are under etc (sources.list and
+    sources.list.d/), and its release."""
+    monkeypatch.setattr(aps, "machine_config", lambda: {
+        "dir::etc::sourcelist": str(etc / "sources.list"),
+        "dir::etc::sourceparts": str(etc / "sources.list.d")})
+    monkeypatch.setattr(aps, "machine_codename", lambda: codename)
+
+
+@pytest.mark.parametrize("name, text", [
+    ("sources.list", "deb [signed-by=/k.gpg] http://list.lan/debian bookworm main\n"),
+    ("sources.list.d/local.list", "deb http://part.lan/debian bookworm main contrib\n"),
+    ("sources.list.d/local.sources", "Types: deb\nURIs: http://deb822.lan/debian\n"
+                                     "Suites: bookworm bookworm-updates\nComponents: main\n"),
+])
+def test_machine_archive_comes_from_its_files_in_both_formats(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str) -> None:
+    """The mirror of a sid source fetch is the one the machine's own release uses, read
+    from a one-line sources.list, a .list part or a deb822 .sources part."""
+    (tmp_path / "sources.list.d").mkdir()
+    write(tmp_path, name, text)
+    monkeypatch.delenv("http_proxy", raising=False)
+    _fake_machine(monkeypatch, tmp_path, "bookworm")
+    plan, proxy = aps.private_sources("deb-src", "sid", "main")
+    uri = text.split("http://", 1)[1].split()[0]
+    assert plan.uris == (f"http://{uri}",)
+    assert plan.summary == f"deb-src http://{uri} sid main"
+    assert f"# from {tmp_path / name}:1\nTypes: deb-src\n" in plan.text
+    assert proxy == "none"
+
+
+def test_machine_without_debian_sources_fails_clearly(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only another distribution's entries (and a disabled Debian stanza): a BuildError
+    naming the files read, before any apt-get runs."""
+    write(tmp_path, "sources.list.d/other.list", "deb http://ubuntu-mirror.lan/ubuntu noble main\n")
+    write(tmp_path, "sources.list.d/off.sources", "Types: deb\nURIs: http://m.lan/debian\n"
+                                                  "Suites: bookworm\nComponents: main\n"
+                                                  "Enabled: no\n")
+    _fake_machine(monkeypatch, tmp_path, None)
+    with pytest.raises(BuildError, match="no Debian archive in this machine's apt sources") as info:
+        aps.private_sources("deb", "bullseye", "main")
+    assert str(tmp_path / "sources.list.d" / "other.list") in str(info.value)
+    assert "release: not Debian" in str(info.value)
 
 
 def test_debian_codename_from_os_release() -> None:
@@ -336,7 +386,7 @@ def test_config_dump_paths_resolve_like_apt() -> None:
 def test_proxy_from_apt_config_dump_and_environment() -> None:
     config = aps.parse_config_dump(DUMP)
     env = {"http_proxy": "http://env-proxy:1", "no_proxy": "internal.lan"}
-    assert aps.effective_proxy("http://deb.debian.org/debian", config, env) == (
+    assert aps.effective_proxy("http://debian-mirror.lan/debian", config, env) == (
         "http://proxy.lan:3128/ (apt setting Acquire::http::Proxy)")   # apt's setting wins
     assert aps.effective_proxy("http://mirror.lan/debian", config, env) == (
         "none (DIRECT in Acquire::http::Proxy::mirror.lan)")
@@ -344,28 +394,28 @@ def test_proxy_from_apt_config_dump_and_environment() -> None:
         "http://tls-proxy.lan:8080 (apt setting Acquire::https::Proxy::secure.lan)")
     assert aps.effective_proxy("https://other.lan/debian", config, env) == (
         "http://proxy.lan:3128/ (apt setting Acquire::http::Proxy)")   # https falls back to http
-    assert aps.effective_proxy("http://deb.debian.org/debian", {}, env) == (
+    assert aps.effective_proxy("http://debian-mirror.lan/debian", {}, env) == (
         "http://env-proxy:1 (environment http_proxy)")
     assert aps.effective_proxy("http://a.internal.lan/debian", {}, env) == (
         "none (no_proxy names a.internal.lan)")
-    assert aps.effective_proxy("http://deb.debian.org/debian", {}, {}) == "none"
-    assert aps.effective_proxy("http://deb.debian.org/debian", {}, {"HTTP_PROXY": "x"}) == "none"
+    assert aps.effective_proxy("http://debian-mirror.lan/debian", {}, {}) == "none"
+    assert aps.effective_proxy("http://debian-mirror.lan/debian", {}, {"HTTP_PROXY": "x"}) == "none"
     assert aps.effective_proxy("file:/srv/mirror", config, env) == "none (file scheme)"
 
 
 def test_proxy_auto_detect_mirror_lists_and_no_proxy_forms() -> None:
     detect = {"acquire::http::proxy-auto-detect": "/usr/bin/auto-apt-proxy"}
-    assert aps.effective_proxy("https://deb.debian.org/debian", detect, {}) == (
+    assert aps.effective_proxy("https://mirror.lan/debian", detect, {}) == (
         "found by /usr/bin/auto-apt-proxy (apt setting Acquire::http::Proxy-Auto-Detect)")
     # mirror+file:/list is a list of http mirrors: the http settings apply
     http = {"acquire::http::proxy": "http://p:1"}
     assert aps.effective_proxy("mirror+file:/etc/apt/mirrors.txt", http, {}) == (
         "http://p:1 (apt setting Acquire::http::Proxy)")
     env = {"http_proxy": "http://env:1"}
-    for no_proxy in ("*", ".debian.org", "debian.org", "x.lan, deb.debian.org"):
-        assert aps.effective_proxy("http://deb.debian.org/", {}, {**env, "no_proxy": no_proxy}) \
-            == "none (no_proxy names deb.debian.org)", no_proxy
-    assert aps.effective_proxy("http://deb.debian.org/", {}, {**env, "no_proxy": "bian.org"}) \
+    for no_proxy in ("*", ".mirrors.lan", "mirrors.lan", "x.lan, deb.mirrors.lan"):
+        assert aps.effective_proxy("http://deb.mirrors.lan/", {}, {**env, "no_proxy": no_proxy}) \
+            == "none (no_proxy names deb.mirrors.lan)", no_proxy
+    assert aps.effective_proxy("http://deb.mirrors.lan/", {}, {**env, "no_proxy": "rrors.lan"}) \
         == "http://env:1 (environment http_proxy)"
 
 
@@ -397,9 +447,9 @@ def test_machine_entries_and_archive_are_the_ones_apt_uses() -> None:
         pytest.skip("this machine has no deb entry for its own Debian release")
     assert codename is not None
     for kind, suite in (("deb-src", codename), ("deb", "a-suite-this-machine-lacks")):
-        plan, _ = aps.private_sources(kind, suite, "main", "http://fallback.invalid/")
+        plan, _ = aps.private_sources(kind, suite, "main")
         assert {u.rstrip("/") for u in plan.uris} == apt_uris
-        assert "falling back" not in plan.note
+        assert plan.note.startswith("archive from this machine's apt sources")
 
 
 @needs_apt
@@ -424,6 +474,6 @@ def test_private_apt_reads_the_machines_acquire_settings(tmp_path: Path,
     machine = dump()
     assert machine["acquire::http::proxy"] == "http://proxy.test:3128/"
     assert dump(*apt.options()) == machine
-    assert aps.effective_proxy("http://deb.debian.org/debian", aps.machine_config(), {}) == (
+    assert aps.effective_proxy("http://mirror.lan/debian", aps.machine_config(), {}) == (
         "http://proxy.test:3128/ (apt setting Acquire::http::Proxy)")
     assert not (tmp_path / "redisai-build").exists()

@@ -50,7 +50,7 @@ def unit_build() -> pathlib.Path:
 def test_units_found() -> None:
     """The sources are where the parametrization looks (an empty list would pass)."""
     assert {"sha256", "device", "script_depth", "backend_manifest", "backend_file", "tensor",
-            "args", "server"} <= set(_UNITS)
+            "args", "server", "cluster_nodes"} <= set(_UNITS)
 
 
 @pytest.mark.parametrize("unit", _UNITS)
