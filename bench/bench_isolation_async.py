@@ -8,7 +8,7 @@ Four servers from the same install tree, all `THREADS_PER_QUEUE 1`, TORCH and ON
 * `in-process`: the backends in Redis;
 * `isolated`: `ISOLATE TORCH ISOLATE ONNX`, runs in flight (a worker hands up to 8 runs to its
   host and takes the next request at once: docs/isolation.md "Runs in flight"), messages
-  through each channel's shared-memory ring, the worker woken when half its runs are answered
+  through each channel's shared-memory ring, the worker woken by its oldest run's answer
   ("The ring");
 * `isolated-socket`: the same with `REDISAI_ISOLATED_RING=0 REDISAI_ISOLATED_IN_FLIGHT=4` in
   its environment: every message through the channel's socket, at most 4 runs in flight, the

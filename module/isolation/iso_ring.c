@@ -119,11 +119,10 @@ static int put(IsoRing *r, const IsoHeader *hdr, const void *payload, size_t ple
 /* After a publish: wakes the reader when it sleeps and has not been woken
  * for this sleep yet. The fence pairs with IsoRing_Sleep's: either the
  * reader sees the entry, or this sees it asleep. */
-static int ring(IsoRing *r, uint64_t id) {
+static int ring(IsoRing *r) {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     uint64_t s = __atomic_load_n(&r->out_ctl->sleep, __ATOMIC_ACQUIRE);
     if (!(s & 1) || s == r->rung) return 0;
-    if (id < __atomic_load_n(&r->out_ctl->wake_at, __ATOMIC_RELAXED)) return 0;
     r->rung = s;
     return Iso_Send(r->sock, ISO_MSG_DOORBELL, 0, NULL, 0, NULL, 0);
 }
@@ -134,9 +133,9 @@ int IsoRing_Send(IsoRing *r, uint16_t type, uint64_t id, const void *payload, si
     if (nfds == 0 && sizeof(IsoHeader) + len <= ISO_RING_ENTRY_MAX) {
         IsoHeader h = {.magic = ISO_MAGIC, .type = type, .id = id, .inline_len = (uint32_t)len};
         if (put(r, &h, payload, len) != 0) return -1;
-        return ring(r, id);
+        return ring(r);
     }
-    if (put(r, NULL, NULL, 0) != 0 || ring(r, id) != 0) return -1;
+    if (put(r, NULL, NULL, 0) != 0 || ring(r) != 0) return -1;
     return Iso_Send(r->sock, type, id, payload, len, fds, nfds);
 }
 
@@ -242,12 +241,7 @@ int IsoRing_Ready(IsoRing *r) {
 }
 
 int IsoRing_Sleep(IsoRing *r) {
-    return IsoRing_SleepUntil(r, 0);
-}
-
-int IsoRing_SleepUntil(IsoRing *r, uint64_t wake_at) {
     if (r->mem == NULL) return 1;
-    __atomic_store_n(&r->in_ctl->wake_at, wake_at, __ATOMIC_RELAXED);
     r->sleep++;
     __atomic_store_n(&r->in_ctl->sleep, r->sleep, __ATOMIC_RELEASE);
     __atomic_thread_fence(__ATOMIC_SEQ_CST);

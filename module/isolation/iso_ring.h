@@ -43,8 +43,6 @@ typedef struct IsoRingCtl {
                                    message before it sleeps (at most ISO_RING_SPIN_MAX_US) */
     _Alignas(64) uint64_t tail; /* the reader's: bytes consumed */
     uint64_t sleep;             /* the reader's: odd while it may block on the socket */
-    uint64_t wake_at;           /* the reader's: while asleep, ring only for a message
-                                   whose id is at least this */
 } IsoRingCtl;
 
 typedef struct IsoRing {
@@ -92,10 +90,6 @@ int IsoRing_Recv(IsoRing *r, IsoMsg *m, int block, char *why, size_t whylen);
  * ring (do not block); 1 when the writer will ring the socket for the next
  * one. After the poll, IsoRing_Awake for each ring that returned 1. */
 int IsoRing_Sleep(IsoRing *r);
-/* The same, but the writer rings only for a message whose id is at least
- * wake_at (answers carry their request's id; the host's own requests have
- * ISO_HOST_ID_BIT, so they always ring). */
-int IsoRing_SleepUntil(IsoRing *r, uint64_t wake_at);
 void IsoRing_Awake(IsoRing *r);
 /* After a poll that found r->sock readable: takes the DOORBELL that woke
  * the reader (else it would wake the next poll at once), or keeps a message

@@ -8,6 +8,8 @@
  *     inputs 2            inputs of the model (default 1, at most 16)
  *     outputs 2           outputs (default: as many as inputs, at most inputs)
  *     error <text>        the error text of magic 7 (default below)
+ *     run-ms <n>          every run first sleeps n ms (0 to 60000): a slow
+ *                         model whose runs stay in flight, never a fault
  *     crash-if-exists <p> a create crashes (SIGSEGV) while the file p exists:
  *                         a model stored fine whose re-creation crashes
  *     slow-if-exists <p>  while the file p exists a create writes the
@@ -46,6 +48,7 @@ typedef struct FaultModel {
     size_t ninputs;
     size_t noutputs;
     char *error_text; /* host allocator */
+    long run_ms;      /* run-ms */
     int probe;        /* probe-host */
     char *key;        /* probe-host: the spec's key, host allocator */
 } FaultModel;
@@ -221,6 +224,17 @@ static int parse_directive(FaultModel *m, char *line, int *have_outputs, RAI_Err
         }
         return 0;
     }
+    if (strcmp(line, "run-ms") == 0) {
+        char *end = NULL;
+        long ms = strtol(rest, &end, 10);
+        if (end == rest || *end != '\0' || ms < 0 || ms > 60000) {
+            fault.host->error_set(err, "ERR fault backend: 'run-ms' wants 0 to 60000, got '%s'",
+                                  rest);
+            return -1;
+        }
+        m->run_ms = ms;
+        return 0;
+    }
     if (strcmp(line, "crash-if-exists") == 0) {
         /* A create that crashes only once the test has made the file: a
          * model stored fine whose re-creation after a restart crashes. */
@@ -252,7 +266,7 @@ static int parse_directive(FaultModel *m, char *line, int *have_outputs, RAI_Err
     }
     fault.host->error_set(err,
                           "ERR fault backend: unknown directive '%s' (expected inputs, outputs, "
-                          "error, crash-if-exists or slow-if-exists)",
+                          "error, run-ms, crash-if-exists or slow-if-exists)",
                           line);
     return -1;
 }
@@ -544,6 +558,9 @@ int fault_model_run(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inp
     }
     if (m->probe) {
         return fault_probe(m, info, inputs[0], err);
+    }
+    if (m->run_ms > 0) {
+        usleep((useconds_t)(m->run_ms * 1000));
     }
     int magic = read_magic(inputs[0]);
     if (magic == FAULT_ERROR) {

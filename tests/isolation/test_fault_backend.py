@@ -250,12 +250,13 @@ def test_error_text_of_the_model(c: RawClient) -> None:
     ("segfault", "ERR fault backend: unknown model spec 'segfault' (expected identity, "
                  "crash-on-create or hang-on-create)"),
     ("identity\nbatch 2", "ERR fault backend: unknown directive 'batch' (expected inputs, "
-                          "outputs, error, crash-if-exists or slow-if-exists)"),
+                          "outputs, error, run-ms, crash-if-exists or slow-if-exists)"),
     ("identity\ninputs 0", "ERR fault backend: 'inputs' wants a count from 1 to 16, got '0'"),
     ("identity\noutputs x", "ERR fault backend: 'outputs' wants a count from 1 to 16, got 'x'"),
     ("identity\ninputs 17", "ERR fault backend: 'inputs' wants a count from 1 to 16, got '17'"),
     ("identity\noutputs 2", "ERR fault backend: 2 outputs but only 1 inputs to copy"),
     ("identity\nerror", "ERR fault backend: 'error' wants a text"),
+    ("identity\nrun-ms 60001", "ERR fault backend: 'run-ms' wants 0 to 60000, got '60001'"),
     ("identity\0", "ERR fault backend: the model spec is text, it holds a NUL byte"),
 ])
 def test_bad_specs(c: RawClient, spec: str, text: str) -> None:

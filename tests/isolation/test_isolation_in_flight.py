@@ -84,12 +84,14 @@ class Call(threading.Thread):
         self.port, self.model, self.inp, self.values, self.out = port, model, inp, values, out
         self.reply: object = None
         self.got: list[float] | None = None
+        self.at = 0.0  # time.monotonic() of the reply
 
     def run(self) -> None:
         with RawClient(self.port) as cl:
             _set(cl, self.inp, self.values)
             self.reply = cl.execute("AI.MODELEXECUTE", self.model, "INPUTS", 1, self.inp,
                                     "OUTPUTS", 1, self.out)
+            self.at = time.monotonic()
             if self.reply == "OK":
                 self.got = _values(cl, self.out)
 
@@ -194,6 +196,39 @@ def test_runs_behind_a_hung_run_are_in_flight_on_the_host(slow_timeout: RedisSer
         assert extra.reply == "OK" and extra.got == [7.5, 8.5], (extra.reply, extra.got)
         info = _ready(c, pid)
         assert int(info["restarts"]) == 1 and int(info["inflight"]) == 0
+
+
+def test_an_answer_is_taken_when_it_arrives(slow_timeout: RedisServer) -> None:
+    """At the bound of runs in flight, the worker is woken by the oldest run's answer, not by
+    a later one: a short run second in line is answered about when it is done, a whole slow
+    run before the first slow run behind it (it used to sleep until half the runs in flight
+    were answered, and was answered with the fourth: issue 44, defect 5). An order of
+    replies, with half a slow run of margin, not a time."""
+    s = slow_timeout
+    slow_ms = 1500  # long enough for every run to be in flight before the first ends
+    with RawClient(s.port) as c:
+        assert_ok(c.execute("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
+                            f"identity\nrun-ms {slow_ms}"))
+        assert_ok(c.execute("AI.MODELSTORE", "short", "ONNX", "CPU", "BLOB", "identity"))
+        _ready(c)
+        first = Call(s.port, "slow", "in_first", [10.5, 2.0], "out_first")  # no magic value
+        first.start()
+        _wait(lambda i: int(i["inflight"]) == 1, "the first slow run is not in the host", c)
+        short = Call(s.port, "short", "in_short", [20.5, 4.0], "out_short")
+        short.start()
+        _wait(lambda i: int(i["inflight"]) == 2, "the short run is not in the host", c)
+        behind = [Call(s.port, "slow", f"in{k}", [100.0 + k, -k], f"out{k}")
+                  for k in range(DEPTH - 2)]
+        for t in behind:
+            t.start()
+        _wait(lambda i: int(i["inflight"]) == DEPTH, "runs not in flight behind it", c)
+        _join(first, short, *behind)
+        assert first.reply == "OK" and short.reply == "OK", (first.reply, short.reply)
+        assert short.got == [20.5, 4.0]
+        _check_behind(behind)
+        after_short = min(t.at for t in behind) - short.at
+        assert after_short > slow_ms / 2000, \
+            f"the short run was answered {after_short * 1000:.0f} ms before the next slow one"
 
 
 def test_host_crash_with_runs_in_flight(slow_timeout: RedisServer) -> None:

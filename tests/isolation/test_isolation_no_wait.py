@@ -15,6 +15,13 @@ re-create still runs (`.done` absent). When it ends the restarter frees what was
 the server goes on, and the other models run. Also: an `AI.MODELSTORE` while the host
 restarts is refused at once with the restart's error, not waited for.
 
+A worker's channel to a host opens while the host is in a long create (issue 44, defect 3):
+the host serves creates on a thread of its own and opens channels on its control thread. It
+used to serve them one after another, so an OPEN_CHANNEL waited behind the create and, after
+10 s, the core killed the healthy host ("a channel did not open in time"). Checked twice: a
+run of a model already re-created while another's re-creation is held, and a worker's first
+run during an `AI.MODELSTORE` whose create takes longer than those 10 s.
+
 No new command: the restricted-user checks of these commands are test_isolation.py's.
 """
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Callable
 
 import pytest
 
+from engine_models import blocked_clients
 from fault_injection import fault_env
 from helpers import assert_error, assert_ok, isolated_host, wait_isolated_ready
 from redis_server import RedisServer
@@ -142,4 +150,63 @@ def test_a_store_while_the_host_re_creates_is_refused_at_once(
         _wait_recreated(c)
         assert_ok(c.execute("AI.MODELSTORE", "new", "ONNX", "CPU", "BLOB", "identity"))
         _run_identity(c, "new")
+        _run_identity(c, "slow")
+
+
+def test_a_channel_opens_while_the_host_re_creates_another_model(
+        srv: RedisServer, tmp_path: pathlib.Path) -> None:
+    """After a restart every worker opens a new channel. "good" is re-created first; while
+    "slow"'s re-creation is held, a run of "good" is answered (on a channel opened meanwhile)
+    and the host lives on: the held create is still running when the answer comes."""
+    hold = tmp_path / "hold"
+    with RawClient(srv.port, timeout=40) as c:
+        assert_ok(c.execute("AI.MODELSTORE", "good", "ONNX", "CPU", "BLOB", "identity"))
+        assert_ok(c.execute("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
+                            f"identity\nslow-if-exists {hold}"))
+        _run_identity(c, "good")  # the worker's channel, to the host about to die
+        before = wait_isolated_ready(c)
+        hold.touch()
+        os.kill(int(before["pid"]), signal.SIGKILL)
+        _wait_file(tmp_path / "hold.started")
+        _run_identity(c, "good")
+        assert not (tmp_path / "hold.done").exists(), "the re-create ended before the answer"
+        info = _info(c)
+        assert info["pid"] != before["pid"] and info["restarts"] == "1", info
+        hold.unlink()
+        _wait_file(tmp_path / "hold.done")
+        after = wait_isolated_ready(c)
+        assert after["pid"] == info["pid"] and after["restarts"] == "1", after
+        _run_identity(c, "slow")
+
+
+def test_a_first_run_during_a_long_store_opens_its_channel(
+        srv: RedisServer, tmp_path: pathlib.Path) -> None:
+    """No worker has a channel to the host yet. A run of a batched model waits MINBATCHTIMEOUT
+    (1 s) for a second member, then opens its worker's channel while Redis's main thread waits
+    for an `AI.MODELSTORE` whose create the test holds for 12 s: past the 10 s an
+    OPEN_CHANNEL was given. The run and the store both succeed, on the same host."""
+    hold = tmp_path / "hold"
+    with RawClient(srv.port, timeout=60) as c, RawClient(srv.port, timeout=60) as runner, \
+            RawClient(srv.port, timeout=60) as storer:
+        assert_ok(c.execute("AI.MODELSTORE", "batched", "ONNX", "CPU", "BATCHSIZE", 4,
+                            "MINBATCHSIZE", 2, "MINBATCHTIMEOUT", 1000, "BLOB", "identity"))
+        before = wait_isolated_ready(c)
+        assert_ok(c.execute("AI.TENSORSET", "x", "FLOAT", 1, 2, "VALUES", 10.5, 20))
+        hold.touch()
+        runner.send("AI.MODELEXECUTE", "batched", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+        deadline = time.monotonic() + 10
+        while blocked_clients(c) != 1:
+            assert time.monotonic() < deadline, "the run was not taken"
+            time.sleep(0.01)
+        storer.send("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
+                    f"identity\nslow-if-exists {hold}")
+        _wait_file(tmp_path / "hold.started")
+        time.sleep(12)
+        assert not (tmp_path / "hold.done").exists()
+        hold.unlink()
+        assert_ok(storer.read())
+        assert_ok(runner.read())
+        assert [float(v) for v in c.execute("AI.TENSORGET", "y", "VALUES")] == [10.5, 20.0]
+        info = _info(c)
+        assert info["pid"] == before["pid"] and info["restarts"] == before["restarts"], info
         _run_identity(c, "slow")

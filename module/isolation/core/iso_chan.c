@@ -38,6 +38,8 @@
 #include "isolation/core/iso_control.h"
 #include "isolation/iso_shm.h"
 
+/* The host opens channels on its control thread, never behind a create
+ * (host_main.c): one unanswered this long means that thread is stuck. */
 #define ISO_CHANNEL_OPEN_TIMEOUT_MS 10000
 
 static __thread IsoChan *tl_chan[ISO_MAX_HOSTS];

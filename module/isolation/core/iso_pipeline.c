@@ -312,16 +312,6 @@ static void deliver(void) {
     }
 }
 
-/* A worker that waits for answers only (at the bound of runs in flight, or
- * settling them) is woken when half of c's runs are answered, not for each:
- * on a busy host that halves the wake-ups and the host's doorbells, for one
- * run's delay of the earlier answers. */
-static uint64_t wakeAt(IsoChan *c) {
-    IsoInflight *r = c->head;
-    for (int i = 0; r->next && i < (c->npending - 1) / 2; i++) r = r->next;
-    return r->id;
-}
-
 void IsoPipeline_Wait(int wake_fd, long long max_ms) {
     if (done_head) {
         deliver();
@@ -349,10 +339,11 @@ void IsoPipeline_Wait(int wake_fd, long long max_ms) {
     if (wake_fd >= 0) p[nfds++] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
     if (nfds == 0) return;
     /* Answers already in a ring are read without a system call; a poll
-     * that may block first tells each host that it will be rung. */
+     * that may block first tells each host that it will be rung, at its
+     * next answer: the oldest run's client waits for nothing else. */
     for (int i = 0; !ready && timeout != 0 && i < n; i++) {
         IsoChan *c = IsoChan_Current(slots[i]);
-        asleep[i] = IsoRing_SleepUntil(&c->ring, wake_fd < 0 && max_ms < 0 ? wakeAt(c) : 0);
+        asleep[i] = IsoRing_Sleep(&c->ring);
         if (!asleep[i]) ready = 1;
     }
     if (!ready && (timeout != 0 || plain || wake_fd >= 0)) {

@@ -19,8 +19,8 @@
 /* What a request that could not get memory here answers. */
 #define RAI_ERR_HOST_OOM "ERR out of memory in the backend host"
 
-/* What argv and HELLO told the host; written by the main thread before any
- * channel thread starts, read-only afterwards. */
+/* What argv and HELLO told the host; written by the main thread before the
+ * work thread and any channel thread start, read-only afterwards. */
 typedef struct HostState {
     RAI_BackendKind kind;
     const char *kind_name;
@@ -99,7 +99,7 @@ size_t HostTensor_Bytes(RAI_DType dtype, const int64_t *dims, int ndims, int *ok
 size_t HostTensor_Elements(const int64_t *dims, int ndims, int *ok);
 
 /* host_models.c: handle id -> backend model or script, shared by the
- * control thread (create, free) and the channel threads (run). The core
+ * work thread (create, free) and the channel threads (run). The core
  * chooses the ids from one counter for both kinds. */
 typedef enum HostHandleKind {
     HOST_HANDLE_MODEL = 1,

@@ -2,9 +2,11 @@
  * host_main.c - redisai-backend-host: runs one backend in a process of its
  * own and serves it to the core over a Unix socket (docs/isolation.md, "The
  * host process"). This file: argv, the startup hardening in the design's
- * order, signals, HELLO, and the control loop (creates, frees, channels,
- * info, shutdown), on the main thread as creates run on Redis's main thread
- * in-process.
+ * order, signals, HELLO, and the control loop. The main thread reads every
+ * control message as it comes and opens channels itself; creates, frees,
+ * INFO and shutdown go, in the core's order, to one thread of their own
+ * (the backend sees them one at a time, as on Redis's main thread
+ * in-process), so that no channel waits behind a create that takes seconds.
  *
  *   redisai-backend-host --kind ONNX --name <name> --so <path> --ppid <pid> --fd 3
  *   redisai-backend-host --version      (the build id HELLO must carry)
@@ -13,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -505,26 +508,103 @@ static void info(IsoMsg *m) {
     IsoBuf_Free(&fields);
 }
 
+/* --- the control thread and the work thread ------------------------------------ */
+
+/* Messages for the work thread, oldest first. */
+typedef struct Work {
+    IsoMsg m;
+    struct Work *next;
+} Work;
+
+static pthread_mutex_t work_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_cond = PTHREAD_COND_INITIALIZER;
+static Work *work_head, *work_tail;
+
+/* Creates, frees, INFO and SHUTDOWN, one at a time in the order they came.
+ * INFO too: a backend's info is never called during one of its creates,
+ * as in-process (the core does not ask for it while it re-creates). */
+static void *workMain(void *arg) {
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&work_mu);
+        while (work_head == NULL) pthread_cond_wait(&work_cond, &work_mu);
+        Work *w = work_head;
+        work_head = w->next;
+        if (work_head == NULL) work_tail = NULL;
+        pthread_mutex_unlock(&work_mu);
+        switch (w->m.h.type) {
+        case ISO_MSG_MODEL_CREATE: modelCreate(&w->m); break;
+        case ISO_MSG_MODEL_FREE: modelFree(&w->m); break;
+        case ISO_MSG_INFO: info(&w->m); break;
+        case ISO_MSG_SCRIPT_CREATE: scriptCreate(&w->m); break;
+        case ISO_MSG_SCRIPT_FREE: scriptFree(&w->m); break;
+        default: /* ISO_MSG_SHUTDOWN */
+            HostHandles_FreeAll();
+            sendExiting("SHUTDOWN");
+            _exit(0);
+        }
+        IsoMsg_Free(&w->m);
+        free(w);
+    }
+    return NULL;
+}
+
+static void startWork(void) {
+    pthread_t tid;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&tid, &attr, workMain, NULL) != 0) {
+        Host_Say("cannot start the work thread");
+        _exit(1);
+    }
+    pthread_attr_destroy(&attr);
+}
+
+static void queueWork(IsoMsg *m) {
+    Work *w = malloc(sizeof(*w));
+    if (w == NULL) Host_ProtocolError("out of memory queueing %s", Iso_MsgTypeName(m->h.type));
+    w->m = *m;
+    w->next = NULL;
+    pthread_mutex_lock(&work_mu);
+    if (work_tail) {
+        work_tail->next = w;
+    } else {
+        work_head = w;
+    }
+    work_tail = w;
+    pthread_cond_signal(&work_cond);
+    pthread_mutex_unlock(&work_mu);
+}
+
+/* Replies of both threads go on the one control socket: each is one
+ * SEQPACKET datagram, and the core routes them by request id. */
 static void serve(void) {
+    startWork();
     for (;;) {
         IsoMsg m;
         recvOrExit(&m);
         switch (m.h.type) {
-        case ISO_MSG_MODEL_CREATE: modelCreate(&m); break;
-        case ISO_MSG_MODEL_FREE: modelFree(&m); break;
-        case ISO_MSG_OPEN_CHANNEL: openChannel(&m); break;
-        case ISO_MSG_INFO: info(&m); break;
-        case ISO_MSG_SCRIPT_CREATE: scriptCreate(&m); break;
-        case ISO_MSG_SCRIPT_FREE: scriptFree(&m); break;
+        case ISO_MSG_OPEN_CHANNEL:
+            openChannel(&m);
+            IsoMsg_Free(&m);
+            break;
+        case ISO_MSG_MODEL_CREATE:
+        case ISO_MSG_MODEL_FREE:
+        case ISO_MSG_INFO:
+        case ISO_MSG_SCRIPT_CREATE:
+        case ISO_MSG_SCRIPT_FREE:
+            queueWork(&m); /* taken: the work thread frees it */
+            break;
         case ISO_MSG_SHUTDOWN:
-            HostHandles_FreeAll();
-            sendExiting("SHUTDOWN");
-            _exit(0);
+            /* The last message: the work thread exits once what came
+             * before it is done (the core kills a host that takes over 2 s). */
+            queueWork(&m);
+            for (;;) pause();
         default:
             Host_ProtocolError("%s is not allowed on the control connection",
                                Iso_MsgTypeName(m.h.type));
         }
-        IsoMsg_Free(&m);
     }
 }
 
