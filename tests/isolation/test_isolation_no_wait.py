@@ -21,7 +21,9 @@ blocking send: about 300 frees filled the socket, and `FLUSHALL` of 600 models h
 (every client's `PING`) until the create ended. Now frees are queued on the backend's slot and
 the supervisor thread sends them when the socket has room; frees queued for a host that dies
 are dropped (the next host never had those handles, and would take a free of an unknown handle
-for a protocol error).
+for a protocol error). And a model deleted while its re-create is held no longer marks the host
+busy in the backend's list: a store or an INFO then sent a request the host would read only
+after the create; the pending create itself now keeps them off.
 
 No new command: the restricted-user checks of these commands are test_isolation.py's.
 """
@@ -279,4 +281,43 @@ def test_frees_queued_for_a_host_that_dies_are_dropped(
         assert now["pid"] == after["pid"] and now["last_exit"] == "signal_9_SIGKILL", now
         assert now["restarts"] == str(int(before["restarts"]) + 2), now
         assert _host_models(c) == 1
+
+
+def test_the_host_stays_busy_for_the_main_thread_after_its_held_model_is_deleted(
+        srv: RedisServer, tmp_path: pathlib.Path) -> None:
+    """Deleting the model whose re-create is held takes it out of the backend's list, but the
+    host is still in that create: a store is refused at once all the same, and INFO leaves the
+    host's own fields out at once, rather than send a request the host reads only when the
+    create ends (a store waited for it, an INFO its 500 ms timeout). SLOWLOG (the commands' own
+    time on the main thread, over 200 ms) shows neither: INFO took 500 ms before."""
+    hold = tmp_path / "hold"
+    with RawClient(srv.port, timeout=60) as c, RawClient(srv.port, timeout=60) as other:
+        assert_ok(c.execute("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
+                            f"identity\nslow-if-exists {hold}"))
+        before = wait_isolated_ready(c)
+        hold.touch()
+        os.kill(int(before["pid"]), signal.SIGKILL)
+        _wait_file(tmp_path / "hold.started")
+        assert c.execute("DEL", "slow") == 1
+        assert_ok(c.execute("CONFIG", "SET", "slowlog-log-slower-than", 200000))
+        assert_ok(c.execute("SLOWLOG", "RESET"))
+        assert [_host_models(c) for _ in range(3)] == [-1, -1, -1]
+        slow_commands = [e[3] for e in other.execute("SLOWLOG", "GET", 10)]
+        c.send("AI.MODELSTORE", "new", "ONNX", "CPU", "BLOB", "identity")
+        answered = c.pending(wait=HOLD_S)
+        held = not (tmp_path / "hold.done").exists()
+        hold.unlink()
+        reply = c.read()
+        assert held, "the re-create ended before the test released it"
+        assert answered and str(reply) == RESTARTING and slow_commands == [], (
+            f"store answered during the hold: {answered}, with {reply!r}; "
+            f"commands over 200 ms: {slow_commands}")
+        assert other.execute("PING") == "PONG"
+        _wait_file(tmp_path / "hold.done")
+        deadline = time.monotonic() + 30
+        while _host_models(c) != 0:   # the deleted model, freed once its create ended
+            assert time.monotonic() < deadline, _info(c)
+            time.sleep(0.05)
+        assert_ok(c.execute("AI.MODELSTORE", "new", "ONNX", "CPU", "BLOB", "identity"))
+        _run_identity(c, "new")
 

@@ -134,7 +134,7 @@ static int ctlDup(IsoSlot *s) {
 int IsoControl_Request(IsoSlot *s, uint16_t type, const IsoBuf *payload, const int *fds, int nfds,
                        long long timeout_ms, IsoMsg *reply) {
     if (payload->oom) return -1;
-    IsoPending p = {.done = 0};
+    IsoPending p = {.type = type, .done = 0};
     pthread_mutex_lock(&s->mu);
     if (s->ctl < 0) {
         pthread_mutex_unlock(&s->mu);

@@ -80,6 +80,7 @@ typedef struct IsoHandle {
 /* A control request waiting for its reply (routed by the supervisor). */
 typedef struct IsoPending {
     uint64_t id;
+    uint16_t type; /* of the request */
     int done;   /* 1: reply in msg; -1: host died first */
     IsoMsg msg;
     struct IsoPending *next;
