@@ -228,7 +228,9 @@ def test_frees_while_the_host_is_held_in_a_create_do_not_hold_redis(
         pinger = _Pinger(srv.port)
         pinger.start()
         time.sleep(0.1)
-        c.send("FLUSHALL")
+        # SYNC: Valkey 8 frees a plain FLUSHALL's keys on a background thread by default
+        # (lazyfree-lazy-user-flush), which the main thread would not wait for either
+        c.send("FLUSHALL", "SYNC")
         answered = c.pending(wait=HOLD_S)
         queued = None
         if answered:
@@ -267,7 +269,7 @@ def test_frees_queued_for_a_host_that_dies_are_dropped(
     hold = tmp_path / "hold"
     with RawClient(srv.port, timeout=60) as c:
         before = _hold_with_many_models(c, hold)
-        assert c.execute("FLUSHALL") == "OK"
+        assert c.execute("FLUSHALL", "SYNC") == "OK"   # on this thread, as above
         held = _info(c)
         assert int(held["frees_queued"]) > 0, held
         os.kill(int(held["pid"]), signal.SIGKILL)
