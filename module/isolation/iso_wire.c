@@ -210,7 +210,7 @@ int IsoReader_Done(IsoReader *r) {
 /* --- transport --------------------------------------------------------------- */
 
 static int sendRaw(int sock, const IsoHeader *h, const void *payload, size_t len,
-                   const int *fds, int nfds) {
+                   const int *fds, int nfds, int flags) {
     struct iovec iov[2] = {
         {.iov_base = (void *)h, .iov_len = sizeof(*h)},
         {.iov_base = (void *)payload, .iov_len = len},
@@ -231,7 +231,7 @@ static int sendRaw(int sock, const IsoHeader *h, const void *payload, size_t len
         memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
     }
     for (;;) {
-        ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+        ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL | flags);
         if (n >= 0) return 0;
         if (errno != EINTR) return -1;
     }
@@ -246,7 +246,7 @@ int Iso_Send(int sock, uint16_t type, uint64_t id, const void *payload, size_t l
     IsoHeader h = {.magic = ISO_MAGIC, .type = type, .id = id, .nfds = (uint32_t)nfds};
     if (len <= ISO_INLINE_MAX) {
         h.inline_len = (uint32_t)len;
-        return sendRaw(sock, &h, payload, len, fds, nfds);
+        return sendRaw(sock, &h, payload, len, fds, nfds, 0);
     }
     /* Too large for a datagram: the whole payload goes in a sealed memfd. */
     if (nfds >= ISO_MAX_FDS || len > ISO_BULK_MAX) {
@@ -261,11 +261,20 @@ int Iso_Send(int sock, uint16_t type, uint64_t id, const void *payload, size_t l
     h.flags = ISO_F_BULK;
     h.bulk_len = len;
     h.nfds = (uint32_t)nfds + 1;
-    int rc = sendRaw(sock, &h, NULL, 0, all, nfds + 1);
+    int rc = sendRaw(sock, &h, NULL, 0, all, nfds + 1, 0);
     int e = errno;
     close(bulk);
     errno = e;
     return rc;
+}
+
+int Iso_TrySend(int sock, uint16_t type, uint64_t id, const void *payload, size_t len) {
+    if (len > ISO_INLINE_MAX) {
+        errno = EMSGSIZE;
+        return -1;
+    }
+    IsoHeader h = {.magic = ISO_MAGIC, .type = type, .id = id, .inline_len = (uint32_t)len};
+    return sendRaw(sock, &h, payload, len, NULL, 0, MSG_DONTWAIT);
 }
 
 int Iso_SendError(int sock, uint64_t id, const char *text) {

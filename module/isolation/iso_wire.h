@@ -84,6 +84,9 @@ typedef struct IsoMsg {
  * or -1 with errno (EPIPE once the peer is gone). */
 int Iso_Send(int sock, uint16_t type, uint64_t id, const void *payload, size_t len,
              const int *fds, int nfds);
+/* The same for a small message without descriptors, never blocking: -1
+ * with errno EAGAIN while the socket is full. */
+int Iso_TrySend(int sock, uint16_t type, uint64_t id, const void *payload, size_t len);
 /* Sends an ERROR message with the text. */
 int Iso_SendError(int sock, uint64_t id, const char *text);
 

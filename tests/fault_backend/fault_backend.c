@@ -37,8 +37,16 @@ static const RAI_BackendDescriptor descriptor = {
     .script_create = NULL,
     .script_free = NULL,
     .script_run = NULL,
-    .info = NULL,
+    .info = fault_info,
 };
+
+/* INFO's fault_models: the models alive in this process, so that a test
+ * sees every free the core sent arrive. */
+void fault_info(void *ctx, void (*add)(void *ctx, const char *field, const char *value)) {
+    char n[32];
+    snprintf(n, sizeof(n), "%ld", __atomic_load_n(&fault.models, __ATOMIC_RELAXED));
+    add(ctx, "fault_models", n);
+}
 
 static int env_is(const char *name, const char *value) {
     const char *v = getenv(name);

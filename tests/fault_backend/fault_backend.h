@@ -39,12 +39,14 @@ typedef enum FaultMagic {
 typedef struct FaultState {
     const RAI_HostApi *host;
     FaultMode mode;
+    long models; /* alive, for INFO (atomic) */
 } FaultState;
 
 extern FaultState fault;
 
 void *fault_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Error *err);
 void fault_model_free(void *model);
+void fault_info(void *ctx, void (*add)(void *ctx, const char *field, const char *value));
 int fault_model_run(void *model, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
                     size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err);
 

@@ -340,14 +340,20 @@ static char **make_names(const char *prefix, size_t n) {
 /* ---------------------------------------------------------------------- */
 /* The descriptor's model functions. */
 
-void fault_model_free(void *model) {
-    FaultModel *m = model;
+static void destroy(FaultModel *m) {
     if (!m) {
         return;
     }
     fault.host->free(m->error_text);
     fault.host->free(m->key);
     fault.host->free(m);
+}
+
+void fault_model_free(void *model) {
+    if (model) {
+        __atomic_sub_fetch(&fault.models, 1, __ATOMIC_RELAXED);
+    }
+    destroy(model);
 }
 
 static int fault_on_create(const char *create, RAI_Error *err) {
@@ -422,6 +428,7 @@ void *fault_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_E
     names->ninputs = m->ninputs;
     names->noutputs = m->noutputs;
     free(text);
+    __atomic_add_fetch(&fault.models, 1, __ATOMIC_RELAXED);
     return m;
 
 fail:
@@ -436,7 +443,7 @@ fail:
     host->free(names->outputs);
     *names = (RAI_ModelNames){0};
     free(text);
-    fault_model_free(m);
+    destroy(m);
     return NULL;
 }
 

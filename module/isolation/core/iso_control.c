@@ -9,6 +9,10 @@
  * hands it the reply with its request id. The supervisor also polls each
  * host's pidfd, so a host that dies while idle is seen at once, reaps it,
  * and publishes why it ended before anyone formats an error about it.
+ * Frees are not sent by the thread that frees (Redis's main thread): the
+ * host reads nothing while it builds a model, so a few hundred frees would
+ * fill the socket and block that thread's send. They are queued on the slot
+ * and the supervisor sends them, non-blocking, when the socket has room.
  */
 #define _GNU_SOURCE
 #include "isolation/core/iso_control.h"
@@ -51,6 +55,61 @@ void IsoControl_Wake(void) {
     }
 }
 
+/* --- frees --------------------------------------------------------------------- */
+
+void IsoControl_QueueFree(IsoSlot *s, uint16_t type, uint64_t handle) {
+    IsoFree *f = malloc(sizeof(*f));
+    if (f == NULL) return; /* out of memory: the host keeps it until it restarts */
+    *f = (IsoFree){.type = type, .handle = handle};
+    int was_empty = s->frees == NULL;
+    if (s->frees_tail) {
+        s->frees_tail->next = f;
+    } else {
+        s->frees = f;
+    }
+    s->frees_tail = f;
+    s->frees_queued++;
+    /* A supervisor that saw the queue empty polls without POLLOUT. */
+    if (was_empty) IsoControl_Wake();
+}
+
+/* The kernel calls a socket writable while its send buffer is at most a
+ * quarter full: frees sent only then leave the rest to the requests of
+ * threads that send blocking (a worker's channel, a create, SHUTDOWN). */
+static int ctlHasRoom(int fd) {
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLOUT);
+}
+
+static void popFree(IsoSlot *s) {
+    IsoFree *f = s->frees;
+    s->frees = f->next;
+    if (s->frees == NULL) s->frees_tail = NULL;
+    s->frees_queued--;
+    free(f);
+}
+
+/* Sends queued frees, oldest first, while the control connection has room
+ * (slot->mu held; each send non-blocking). One the socket refuses for any
+ * reason but a full buffer is dropped: the host is ending, and its death
+ * drops the rest. */
+static void flushFrees(IsoSlot *s) {
+    while (s->frees && s->ctl >= 0 && ctlHasRoom(s->ctl)) {
+        IsoBuf b;
+        IsoBuf_Init(&b);
+        IsoBuf_U64(&b, s->frees->handle);
+        int rc = b.oom ? 0 : Iso_TrySend(s->ctl, s->frees->type, ++s->next_request_id, b.data,
+                                         b.len);
+        IsoBuf_Free(&b);
+        if (rc != 0 && errno == EAGAIN) return;
+        popFree(s);
+    }
+}
+
+static void dropFrees(IsoSlot *s) {
+    while (s->frees) popFree(s);
+}
+
 /* --- requests ----------------------------------------------------------------- */
 
 static void deadlineAfter(struct timespec *ts, long long ms) {
@@ -75,7 +134,7 @@ static int ctlDup(IsoSlot *s) {
 int IsoControl_Request(IsoSlot *s, uint16_t type, const IsoBuf *payload, const int *fds, int nfds,
                        long long timeout_ms, IsoMsg *reply) {
     if (payload->oom) return -1;
-    IsoPending p = {.done = 0};
+    IsoPending p = {.type = type, .done = 0};
     pthread_mutex_lock(&s->mu);
     if (s->ctl < 0) {
         pthread_mutex_unlock(&s->mu);
@@ -84,6 +143,9 @@ int IsoControl_Request(IsoSlot *s, uint16_t type, const IsoBuf *payload, const i
     p.id = ++s->next_request_id;
     p.next = s->pending;
     s->pending = &p;
+    /* Not ahead of frees queued before it, while they fit: a create after
+     * a DEL finds the old model's memory given back. */
+    flushFrees(s);
     pthread_mutex_unlock(&s->mu);
 
     int fd = ctlDup(s);
@@ -224,6 +286,7 @@ static void onDeath(IsoSlot *s) {
     s->dead_generation = gen;
     s->generation = gen + 1;
     s->state = ISO_DEAD;
+    dropFrees(s);
     for (IsoPending *p = s->pending; p; p = p->next) {
         if (p->done == 0) p->done = -1;
     }
@@ -318,7 +381,8 @@ static void *supervisorMain(void *arg) {
             if (s->ctl >= 0) {
                 gens[n] = s->generation;
                 who[n] = s;
-                pfds[n++] = (struct pollfd){.fd = s->ctl, .events = POLLIN};
+                short events = s->frees ? POLLIN | POLLOUT : POLLIN;
+                pfds[n++] = (struct pollfd){.fd = s->ctl, .events = events};
                 if (s->pidfd >= 0) {
                     gens[n] = s->generation;
                     who[n] = s;
@@ -345,6 +409,12 @@ static void *supervisorMain(void *arg) {
             if (!is_ctl) {
                 onDeath(s); /* the pidfd: the process ended */
                 continue;
+            }
+            if (pfds[i].revents & POLLOUT) {
+                pthread_mutex_lock(&s->mu);
+                if (s->generation == gens[i]) flushFrees(s);
+                pthread_mutex_unlock(&s->mu);
+                if (!(pfds[i].revents & ~POLLOUT)) continue;
             }
             IsoMsg m;
             char why[256];

@@ -29,8 +29,14 @@ void IsoControl_Wake(void);
  * 0 on timeout, -1 when the host died or was not up (slot->mu not held). */
 int IsoControl_Request(IsoSlot *s, uint16_t type, const IsoBuf *payload, const int *fds, int nfds,
                        long long timeout_ms, IsoMsg *reply);
-/* Sends without waiting (frees). */
+/* Sends a message that has no reply (SHUTDOWN); the send itself may block
+ * while the host reads nothing. */
 void IsoControl_Send(IsoSlot *s, uint16_t type, const IsoBuf *payload);
+/* Queues the free of a handle for the slot's live host (slot->mu held):
+ * never blocks. The supervisor sends the queue in order as the control
+ * connection has room (a request sends what fits before itself); a host's
+ * death drops what is left. */
+void IsoControl_QueueFree(IsoSlot *s, uint16_t type, uint64_t handle);
 /* The HELLO handshake of a freshly spawned host: 0, or -1 with why. */
 int IsoControl_Hello(IsoSlot *s, char *why, size_t whylen);
 /* Kills the host with the reason recorded first (slot->mu not held). */

@@ -41,14 +41,9 @@ void IsoHandle_Free(IsoHandle *h) {
 void IsoHandle_FreeInHost(IsoSlot *s, const IsoHandle *h, uint64_t generation) {
     pthread_mutex_lock(&s->mu);
     /* Nothing to free in a host that never had it (it died since). */
-    int tell = s->state == ISO_READY && generation == s->generation;
+    if (s->state == ISO_READY && generation == s->generation)
+        IsoControl_QueueFree(s, h->is_script ? ISO_MSG_SCRIPT_FREE : ISO_MSG_MODEL_FREE, h->id);
     pthread_mutex_unlock(&s->mu);
-    if (!tell) return;
-    IsoBuf b;
-    IsoBuf_Init(&b);
-    IsoBuf_U64(&b, h->id);
-    IsoControl_Send(s, h->is_script ? ISO_MSG_SCRIPT_FREE : ISO_MSG_MODEL_FREE, &b);
-    IsoBuf_Free(&b);
 }
 
 IsoHandle *IsoHandle_New(IsoSlot *s, int is_script, const char *key, size_t key_len,

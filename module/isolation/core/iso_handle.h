@@ -18,8 +18,9 @@ IsoHandle *IsoHandle_New(IsoSlot *s, int is_script, const char *key, size_t key_
                          size_t blob_len, size_t nin, const char *const *in, size_t nout,
                          const char *const *out, RAI_Error *err);
 void IsoHandle_Free(IsoHandle *h);
-/* Tells the host of generation `generation` to free h, if that host is the
- * slot's live one and h was built there (slot->mu not held). */
+/* Queues the free of h for the host of generation `generation`, if that
+ * host is the slot's live one and h was built there (slot->mu not held);
+ * never waits for the host (IsoControl_QueueFree). */
 void IsoHandle_FreeInHost(IsoSlot *s, const IsoHandle *h, uint64_t generation);
 /* Builds h in the slot's current host (no lock held); *generation gets the
  * host's. 1, 0 refused (text in err), -1 host died, -2 timeout. names (may

@@ -100,6 +100,7 @@ void Iso_InfoSection(RedisModuleInfoCtx *ctx, int (*is_default)(const RAI_Backen
         RedisModule_InfoAddFieldLongLong(ctx, "models", models);
         RedisModule_InfoAddFieldLongLong(ctx, "scripts", scripts);
         RedisModule_InfoAddFieldLongLong(ctx, "recreating", recreating);
+        RedisModule_InfoAddFieldLongLong(ctx, "frees_queued", s->frees_queued);
         RedisModule_InfoEndDictField(ctx);
         pthread_mutex_unlock(&s->mu);
     }

@@ -82,11 +82,16 @@ void Iso_Init(RedisModuleCtx *ctx, const RAI_HostApi *api) {
  * host still re-creating the slot's models (its control connection serves
  * one create at a time, and those can take seconds): refused at once, as a
  * run is, rather than waited for on Redis's main thread (slot->mu held).
- * err may be NULL: -1 says it all. */
+ * The create in progress may be of a model deleted meanwhile, no longer in
+ * the slot's list: a create another thread waits for counts too. err may
+ * be NULL: -1 says it all. */
 static int refuseUnlessReady(IsoSlot *s, RAI_Error *err) {
     int ready = s->state == ISO_READY;
     for (IsoHandle *h = s->handles; ready && h; h = h->next) {
         if (h->state == ISO_H_RECREATING) ready = 0;
+    }
+    for (IsoPending *p = s->pending; ready && p; p = p->next) {
+        if (p->type == ISO_MSG_MODEL_CREATE || p->type == ISO_MSG_SCRIPT_CREATE) ready = 0;
     }
     if (ready) return 0;
     if (err) {
@@ -140,9 +145,11 @@ static void *createHandle(IsoSlot *s, int is_script, const char *key, size_t key
     return h;
 }
 
-/* model_free / script_free: never waits. A handle the restarter is building
- * (busy) is unlinked and marked freed; the restarter frees it, in the host
- * too, when its create ends (iso_restart.c). */
+/* model_free / script_free: never waits. The host's free is queued for the
+ * supervisor to send (iso_control.c): the host reads nothing during a
+ * create. A handle the restarter is building (busy) is unlinked and marked
+ * freed; the restarter frees it, in the host too, when its create ends
+ * (iso_restart.c). */
 static void freeHandleOf(void *p) {
     IsoHandle *h = p;
     if (h == NULL) return;

@@ -80,10 +80,20 @@ typedef struct IsoHandle {
 /* A control request waiting for its reply (routed by the supervisor). */
 typedef struct IsoPending {
     uint64_t id;
+    uint16_t type; /* of the request */
     int done;   /* 1: reply in msg; -1: host died first */
     IsoMsg msg;
     struct IsoPending *next;
 } IsoPending;
+
+/* A free for the host, queued by whoever freed the model or script (Redis's
+ * main thread, which must not wait for a host busy in a create) and sent
+ * by the supervisor once the control connection has room (iso_control.c). */
+typedef struct IsoFree {
+    uint16_t type; /* ISO_MSG_MODEL_FREE or ISO_MSG_SCRIPT_FREE */
+    uint64_t handle;
+    struct IsoFree *next;
+} IsoFree;
 
 struct IsoSlot {
     int index;
@@ -103,6 +113,10 @@ struct IsoSlot {
     int pidfd;
     int ctl; /* -1 while no host */
     IsoPending *pending;
+    /* Frees for this generation's host, oldest first; dropped at its death
+     * (the next host never had those handles). */
+    IsoFree *frees, *frees_tail;
+    long frees_queued;
     IsoHandle *handles, *handles_tail;
     long channels;   /* open channels of this generation */
     long inflight;   /* runs sent and not answered */
