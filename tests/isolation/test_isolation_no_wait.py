@@ -48,7 +48,7 @@ import pytest
 
 from engine_models import blocked_clients
 from fault_injection import fault_env
-from helpers import assert_error, assert_ok, isolated_host, wait_isolated_ready
+from helpers import assert_error, assert_ok, isolated_host, wait_file, wait_isolated_ready
 from redis_server import RedisServer
 from resp import RawClient
 
@@ -64,11 +64,14 @@ def _wait_recreated(c: RawClient, timeout: float = 30) -> None:
         time.sleep(0.01)
 
 
-def _wait_file(p: pathlib.Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not p.exists():
-        assert time.monotonic() < deadline, f"{p} never appeared"
-        time.sleep(0.01)
+def _kill_into_held_re_creation(c: RawClient, hold: pathlib.Path, timeout: float = 30) -> dict:
+    """Kills the ready host with `hold` in place: its successor holds in the re-creation of the
+    model whose spec says `slow-if-exists <hold>`. The old host's fields."""
+    before = wait_isolated_ready(c)
+    hold.touch()
+    os.kill(int(before["pid"]), signal.SIGKILL)
+    wait_file(hold.with_name(hold.name + ".started"), timeout)
+    return before
 
 
 @pytest.fixture
@@ -105,24 +108,22 @@ WANT = {"DEL": 1, "AI.MODELDEL": "OK", "FLUSHALL": "OK", "MODELSTORE over": REST
 def test_freeing_a_model_being_re_created_does_not_wait_for_the_host(
         srv: RedisServer, tmp_path: pathlib.Path, how: str) -> None:
     hold = tmp_path / "hold"
-    started, done = tmp_path / "hold.started", tmp_path / "hold.done"
+    done = tmp_path / "hold.done"
     with RawClient(srv.port, timeout=20) as c, RawClient(srv.port, timeout=20) as other:
         # stored first: the restarter re-creates in creation order, so "good" waits too
         assert_ok(c.execute("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
                             f"identity\nslow-if-exists {hold}"))
         assert_ok(c.execute("AI.MODELSTORE", "good", "ONNX", "CPU", "BLOB", "identity"))
         _run_identity(c, "slow")
-        before = wait_isolated_ready(c)
-        hold.touch()
-        os.kill(int(before["pid"]), signal.SIGKILL)
-        _wait_file(started)   # the new host is building "slow" from its blob, and stays there
+        # the new host builds "slow" from its blob, and stays there
+        _kill_into_held_re_creation(c, hold)
         reply = FREES[how](c)
         assert other.execute("PING") == "PONG"
         assert not done.exists(), "the re-create ended before the commands were answered"
         assert (str(reply) if how == "MODELSTORE over" else reply) == WANT[how], reply
         assert srv.alive()
         hold.unlink()
-        _wait_file(done)
+        wait_file(done)
         if how == "MODELSTORE over":
             _wait_recreated(c)
             assert_ok(FREES[how](c))
@@ -149,10 +150,7 @@ def test_a_store_while_the_host_re_creates_is_refused_at_once(
     with RawClient(srv.port, timeout=20) as c, RawClient(srv.port, timeout=20) as other:
         assert_ok(c.execute("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
                             f"identity\nslow-if-exists {hold}"))
-        before = wait_isolated_ready(c)
-        hold.touch()
-        os.kill(int(before["pid"]), signal.SIGKILL)
-        _wait_file(tmp_path / "hold.started")
+        _kill_into_held_re_creation(c, hold)
         assert _info(c)["recreating"] == "1"
         assert_error(c.execute("AI.MODELSTORE", "new", "ONNX", "CPU", "BLOB", "identity"),
                      RESTARTING)
@@ -234,7 +232,7 @@ def _hold_with_many_models(c: RawClient, hold: pathlib.Path) -> dict:
     assert _host_models(c) == MANY + 1
     hold.touch()
     os.kill(int(before["pid"]), signal.SIGKILL)
-    _wait_file(hold.with_name(hold.name + ".started"), 60)
+    wait_file(hold.with_name(hold.name + ".started"), 60)
     assert _info(c)["recreating"] == "1"
     return before
 
@@ -271,7 +269,7 @@ def test_frees_while_the_host_is_held_in_a_create_do_not_hold_redis(
             f"was held in a create; FLUSHALL answered during the hold: {answered}")
         assert int(queued) > 0, queued   # they wait in the module, not in a blocked send
         # Memory: every free reaches the host once its create ends.
-        _wait_file(done)
+        wait_file(done)
         deadline = time.monotonic() + 30
         while _host_models(c) != 0:
             assert time.monotonic() < deadline, (_host_models(c), _info(c))
@@ -316,16 +314,13 @@ def test_the_host_stays_busy_for_the_main_thread_after_its_held_model_is_deleted
     with RawClient(srv.port, timeout=60) as c, RawClient(srv.port, timeout=60) as other:
         assert_ok(c.execute("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
                             f"identity\nslow-if-exists {hold}"))
-        before = wait_isolated_ready(c)
-        hold.touch()
-        os.kill(int(before["pid"]), signal.SIGKILL)
-        _wait_file(tmp_path / "hold.started")
+        before = _kill_into_held_re_creation(c, hold)
         _run_identity(c, "good")
         assert not (tmp_path / "hold.done").exists(), "the re-create ended before the answer"
         info = _info(c)
         assert info["pid"] != before["pid"] and info["restarts"] == "1", info
         hold.unlink()
-        _wait_file(tmp_path / "hold.done")
+        wait_file(tmp_path / "hold.done")
         after = wait_isolated_ready(c)
         assert after["pid"] == info["pid"] and after["restarts"] == "1", after
         _run_identity(c, "slow")
@@ -352,7 +347,7 @@ def test_a_first_run_during_a_long_store_opens_its_channel(
             time.sleep(0.01)
         storer.send("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
                     f"identity\nslow-if-exists {hold}")
-        _wait_file(tmp_path / "hold.started")
+        wait_file(tmp_path / "hold.started")
         time.sleep(12)
         assert not (tmp_path / "hold.done").exists()
         hold.unlink()
@@ -378,7 +373,7 @@ def test_a_first_run_during_a_long_store_opens_its_channel(
             f"store answered during the hold: {answered}, with {reply!r}; "
             f"commands over 200 ms: {slow_commands}")
         assert other.execute("PING") == "PONG"
-        _wait_file(tmp_path / "hold.done")
+        wait_file(tmp_path / "hold.done")
         deadline = time.monotonic() + 30
         while _host_models(c) != 0:   # the deleted model, freed once its create ended
             assert time.monotonic() < deadline, _info(c)

@@ -23,20 +23,13 @@ import pytest
 
 import torch_models
 from fault_injection import fault_env
-from helpers import assert_error, assert_ok, isolated_host, wait_isolated_ready
+from helpers import assert_ok, isolated_host, wait_file, wait_isolated_ready
 from redis_server import RedisServer
 from resp import RawClient, RespError
 
 
 def _info(c: RawClient) -> dict:
     return isolated_host(c.execute("INFO", "MODULES"))
-
-
-def _wait_file(p: pathlib.Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not p.exists():
-        assert time.monotonic() < deadline, f"{p} never appeared"
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -80,7 +73,7 @@ def test_an_in_process_run_is_not_held_by_a_model_being_re_created(
         runners = []
         try:
             os.kill(int(before["pid"]), signal.SIGKILL)
-            _wait_file(pathlib.Path(f"{hold}.started"))
+            wait_file(pathlib.Path(f"{hold}.started"))
             # Three runs of the model being re-created, then one in-process Torch run on the
             # same CPU queue (one worker).
             for k in range(3):
@@ -131,7 +124,7 @@ def test_a_parked_run_gives_up_at_the_execution_timeout(
             replies: list = []
             try:
                 os.kill(pid, signal.SIGKILL)
-                _wait_file(pathlib.Path(f"{hold}.started"))
+                wait_file(pathlib.Path(f"{hold}.started"))
                 t = threading.Thread(target=_slow_runner, args=(s.port, 0, replies))
                 t.start()
                 time.sleep(0.2)
@@ -178,7 +171,7 @@ def test_a_dag_parks_between_an_in_process_op_and_an_isolated_one(
 
         try:
             os.kill(pid, signal.SIGKILL)
-            _wait_file(pathlib.Path(f"{hold}.started"))
+            wait_file(pathlib.Path(f"{hold}.started"))
             t = threading.Thread(target=dag)
             t.start()
             time.sleep(0.3)

@@ -21,10 +21,8 @@ import shutil
 import signal
 import time
 
-import pytest
-
 from fault_injection import fault_env
-from helpers import assert_error, assert_ok, isolated_host, isolated_hosts, wait_isolated_ready
+from helpers import assert_ok, isolated_host, isolated_hosts, wait_file, wait_isolated_ready
 from redis_server import RedisServer
 from resp import RawClient, RespError
 
@@ -41,10 +39,6 @@ def _wait(pred, what: str, timeout: float = 30.0, step: float = 0.02):
             return got
         time.sleep(step)
     raise AssertionError(f"not within {timeout} s: {what}")
-
-
-def _wait_file(p: pathlib.Path, timeout: float = 30) -> None:
-    _wait(p.exists, f"{p} to appear", timeout)
 
 
 def _run(c: RawClient, model: str, values: list[float]) -> object:
@@ -123,7 +117,7 @@ def test_a_held_re_creation_does_not_delay_another_hosts_restart(
             hold.touch()
             try:
                 os.kill(int(hosts[fault]["pid"]), signal.SIGKILL)
-                _wait_file(pathlib.Path(f"{hold}.started"))
+                wait_file(pathlib.Path(f"{hold}.started"))
                 old = int(hosts[real]["pid"])
                 os.kill(old, signal.SIGKILL)
                 killed = time.monotonic()
@@ -166,7 +160,7 @@ def test_a_kill_for_another_models_run_does_not_quarantine(
                 os.kill(pid, signal.SIGKILL)
                 for attempt in range(2):
                     started = pathlib.Path(f"{hold}.started")
-                    _wait_file(started)
+                    wait_file(started)
                     started.unlink()
                     # "fast" is live in this host: a run that never ends is killed at its
                     # deadline (or, before issue 44, when its channel did not open).

@@ -157,6 +157,15 @@ def wait_isolated_ready(c: Any, old_pid: int | None = None, timeout: float = 30)
     raise AssertionError(f"host not ready again: {isolated_host(c.execute('INFO', 'MODULES'))}")
 
 
+def wait_file(p: pathlib.Path, timeout: float = 30) -> None:
+    """Until the file p exists (the fault backend's `slow-if-exists` marks a held create's
+    start and end with `<file>.started` and `<file>.done`)."""
+    deadline = time.monotonic() + timeout
+    while not p.exists():
+        assert time.monotonic() < deadline, f"{p} never appeared"
+        time.sleep(0.01)
+
+
 def runnable_seconds_by_thread(pid: int) -> dict[int, float]:
     """Seconds each thread of process pid (by thread id; the main thread's is pid) has been
     running or waiting to run (the first two fields of /proc/<pid>/task/<tid>/schedstat). A
