@@ -42,7 +42,7 @@ class Config:
     latency_floor_ms: float = 250.0   # a loaded 2-core machine's noise: 105 ms seen
     settle_s: float = 1.0          # a host's window goes on this long after it is back
     restart_factor: float = 3.0    # x the host's normal restart, beyond its back-off
-    restart_floor_s: float = 0.5
+    restart_slack_s: float = 2.0
     reply_timeout: float = 60.0
     keep_keys: int = 20000         # a client counts and unlinks its keys after this many
     faults: tuple[str, ...] = ()   # only these of kill, hold, spawn_fail (all when empty)
@@ -121,11 +121,11 @@ def _soak(srv: RedisServer, work: pathlib.Path, fault: pathlib.Path, hold: pathl
         t.join(max(0.0, joined_by - time.perf_counter()))
     end = time.perf_counter()
 
-    extra = []
+    extra: list[str] = []
+    lost: dict[str, int] = {}
     if not srv.alive():
         extra.append(f"redis-server died:\n{srv.log()[-3000:]}")
-        lost = {}
-    else:
+    elif not faults.is_alive():
         # The hosts the soak left down count against it (check 4); wait for the others.
         inj.wait_back({label: (0, time.perf_counter() + 30, sf.Window(label, "end", end),
                                sf.Fault("end", label, end, 30.0))
@@ -137,6 +137,8 @@ def _soak(srv: RedisServer, work: pathlib.Path, fault: pathlib.Path, hold: pathl
         lost = {f"of {swept + len(written)} keys written":
                 sum(t.missing for t in clients) + sw.count_missing(c, written),
                 f"of {len(steady)} models, script and inputs": sw.count_missing(c, steady)}
+    extra += [f"client {t.index} failed: {t.error!r}" for t in clients if t.error is not None]
+    extra += [f"client {t.index} did not end" for t in clients if t.is_alive()]
     if faults.is_alive() or faults.error is not None:
         extra.append(f"the fault thread failed: {faults.error!r}" if faults.error else
                      "the fault thread did not end")

@@ -203,6 +203,8 @@ class Client(threading.Thread):
         self.records = Records()
         self.written: list[str] = []
         self.seq = 0
+        self.error: BaseException | None = None
+        self.x_key, self.w_key = f"soak:in:{index}:x", f"soak:in:{index}:w"
 
     def _inputs(self, c: RawClient) -> tuple[np.ndarray, np.ndarray]:
         x = np.array([[self.rng.uniform(10, 1000) for _ in range(4)]], dtype=np.float32)
@@ -214,7 +216,12 @@ class Client(threading.Thread):
         return x, w
 
     def run(self) -> None:
-        self.x_key, self.w_key = f"soak:in:{self.index}:x", f"soak:in:{self.index}:w"
+        try:
+            self._loop()
+        except BaseException as exc:  # noqa: BLE001 - a failure of the soak, reported
+            self.error = exc
+
+    def _loop(self) -> None:
         c = RawClient(self.port, timeout=self.reply_timeout)
         x, w = self._inputs(c)
         while not self.stop_event.is_set():
