@@ -53,6 +53,9 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from None
     config.addinivalue_line("markers", "inprocess_only(why): observes in-process facts; "
                             "skipped when the suite runs isolated")
+    config.addinivalue_line("markers", "long(why): runs a minute or more (the fault soak); "
+                            "CI runs it in a pass of its own and leaves it out of the others "
+                            "with -m 'not long'")
 
 
 def pytest_report_header(config: pytest.Config) -> str:

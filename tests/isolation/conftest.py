@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import os
 import pathlib
-import shutil
 
 import pytest
 
 import iso_host_client as iso
-from build_tools import manifest
-from fault_injection import FOLDER, SO
+from fault_injection import SO, lay_out
 from native import build_target
 
 KIND_CODES = {"TORCH": 2, "ONNX": 3}  # RAI_BackendKind
@@ -25,13 +23,7 @@ def fault_so() -> pathlib.Path:
 def fault_backend(fault_so: pathlib.Path,
                   tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """The backend laid out as a tree's backend folder would be, manifest included."""
-    folder = tmp_path_factory.mktemp("fault_backends") / FOLDER
-    folder.mkdir()
-    shutil.copy2(fault_so, folder / SO)
-    header = {"framework": "fault", "version": "1.0", "variant": "cpu", "kind": "ONNX",
-              "abi": manifest.abi_version()}
-    manifest.write(folder, header, {})
-    return folder / SO
+    return lay_out(fault_so, tmp_path_factory.mktemp("fault_backends"))
 
 
 @pytest.fixture(scope="module")
