@@ -24,7 +24,8 @@ run during an `AI.MODELSTORE` whose create takes longer than those 10 s.
 
 Frees of many models while the host is held in a create: the host used to read nothing on its
 control connection during a create (it reads now, above, but a host that is stopped or stuck
-still reads nothing), and the main thread used to send each free itself, a blocking send: about 300 frees filled the socket, and `FLUSHALL` of 600 models held Redis
+still reads nothing), and the main thread used to send each free itself, a blocking send:
+about 300 frees filled the socket, and `FLUSHALL` of 600 models held Redis
 (every client's `PING`) until the create ended. Now frees are queued on the backend's slot and
 the supervisor thread sends them when the socket has room; frees queued for a host that dies
 are dropped (the next host never had those handles, and would take a free of an unknown handle
@@ -174,6 +175,50 @@ def test_a_channel_opens_while_the_host_re_creates_another_model(
         assert_ok(c.execute("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
                             f"identity\nslow-if-exists {hold}"))
         _run_identity(c, "good")  # the worker's channel, to the host about to die
+        before = _kill_into_held_re_creation(c, hold)
+        _run_identity(c, "good")
+        assert not (tmp_path / "hold.done").exists(), "the re-create ended before the answer"
+        info = _info(c)
+        assert info["pid"] != before["pid"] and info["restarts"] == "1", info
+        hold.unlink()
+        wait_file(tmp_path / "hold.done")
+        after = wait_isolated_ready(c)
+        assert after["pid"] == info["pid"] and after["restarts"] == "1", after
+        _run_identity(c, "slow")
+
+
+def test_a_first_run_during_a_long_store_opens_its_channel(
+        srv: RedisServer, tmp_path: pathlib.Path) -> None:
+    """No worker has a channel to the host yet. A run of a batched model waits MINBATCHTIMEOUT
+    (1 s) for a second member, then opens its worker's channel while Redis's main thread waits
+    for an `AI.MODELSTORE` whose create the test holds for 12 s: past the 10 s an
+    OPEN_CHANNEL was given. The run and the store both succeed, on the same host."""
+    hold = tmp_path / "hold"
+    with RawClient(srv.port, timeout=60) as c, RawClient(srv.port, timeout=60) as runner, \
+            RawClient(srv.port, timeout=60) as storer:
+        assert_ok(c.execute("AI.MODELSTORE", "batched", "ONNX", "CPU", "BATCHSIZE", 4,
+                            "MINBATCHSIZE", 2, "MINBATCHTIMEOUT", 1000, "BLOB", "identity"))
+        before = wait_isolated_ready(c)
+        assert_ok(c.execute("AI.TENSORSET", "x", "FLOAT", 1, 2, "VALUES", 10.5, 20))
+        hold.touch()
+        runner.send("AI.MODELEXECUTE", "batched", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+        deadline = time.monotonic() + 10
+        while blocked_clients(c) != 1:
+            assert time.monotonic() < deadline, "the run was not taken"
+            time.sleep(0.01)
+        storer.send("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
+                    f"identity\nslow-if-exists {hold}")
+        wait_file(tmp_path / "hold.started")
+        time.sleep(12)
+        assert not (tmp_path / "hold.done").exists()
+        hold.unlink()
+        assert_ok(storer.read())
+        assert_ok(runner.read())
+        assert [float(v) for v in c.execute("AI.TENSORGET", "y", "VALUES")] == [10.5, 20.0]
+        info = _info(c)
+        assert info["pid"] == before["pid"] and info["restarts"] == before["restarts"], info
+        _run_identity(c, "slow")
+
 
 # --- frees while the host is held in a create ----------------------------------------------
 
@@ -228,11 +273,9 @@ def _hold_with_many_models(c: RawClient, hold: pathlib.Path) -> dict:
     assert all(r == "OK" for r in replies), [r for r in replies if r != "OK"][:3]
     assert_ok(c.execute("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
                         f"identity\nslow-if-exists {hold}"))
-    before = wait_isolated_ready(c)
+    wait_isolated_ready(c)
     assert _host_models(c) == MANY + 1
-    hold.touch()
-    os.kill(int(before["pid"]), signal.SIGKILL)
-    wait_file(hold.with_name(hold.name + ".started"), 60)
+    before = _kill_into_held_re_creation(c, hold, 60)
     assert _info(c)["recreating"] == "1"
     return before
 
@@ -314,50 +357,7 @@ def test_the_host_stays_busy_for_the_main_thread_after_its_held_model_is_deleted
     with RawClient(srv.port, timeout=60) as c, RawClient(srv.port, timeout=60) as other:
         assert_ok(c.execute("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
                             f"identity\nslow-if-exists {hold}"))
-        before = _kill_into_held_re_creation(c, hold)
-        _run_identity(c, "good")
-        assert not (tmp_path / "hold.done").exists(), "the re-create ended before the answer"
-        info = _info(c)
-        assert info["pid"] != before["pid"] and info["restarts"] == "1", info
-        hold.unlink()
-        wait_file(tmp_path / "hold.done")
-        after = wait_isolated_ready(c)
-        assert after["pid"] == info["pid"] and after["restarts"] == "1", after
-        _run_identity(c, "slow")
-
-
-def test_a_first_run_during_a_long_store_opens_its_channel(
-        srv: RedisServer, tmp_path: pathlib.Path) -> None:
-    """No worker has a channel to the host yet. A run of a batched model waits MINBATCHTIMEOUT
-    (1 s) for a second member, then opens its worker's channel while Redis's main thread waits
-    for an `AI.MODELSTORE` whose create the test holds for 12 s: past the 10 s an
-    OPEN_CHANNEL was given. The run and the store both succeed, on the same host."""
-    hold = tmp_path / "hold"
-    with RawClient(srv.port, timeout=60) as c, RawClient(srv.port, timeout=60) as runner, \
-            RawClient(srv.port, timeout=60) as storer:
-        assert_ok(c.execute("AI.MODELSTORE", "batched", "ONNX", "CPU", "BATCHSIZE", 4,
-                            "MINBATCHSIZE", 2, "MINBATCHTIMEOUT", 1000, "BLOB", "identity"))
-        before = wait_isolated_ready(c)
-        assert_ok(c.execute("AI.TENSORSET", "x", "FLOAT", 1, 2, "VALUES", 10.5, 20))
-        hold.touch()
-        runner.send("AI.MODELEXECUTE", "batched", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
-        deadline = time.monotonic() + 10
-        while blocked_clients(c) != 1:
-            assert time.monotonic() < deadline, "the run was not taken"
-            time.sleep(0.01)
-        storer.send("AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB",
-                    f"identity\nslow-if-exists {hold}")
-        wait_file(tmp_path / "hold.started")
-        time.sleep(12)
-        assert not (tmp_path / "hold.done").exists()
-        hold.unlink()
-        assert_ok(storer.read())
-        assert_ok(runner.read())
-        assert [float(v) for v in c.execute("AI.TENSORGET", "y", "VALUES")] == [10.5, 20.0]
-        info = _info(c)
-        assert info["pid"] == before["pid"] and info["restarts"] == before["restarts"], info
-        _run_identity(c, "slow")
-
+        _kill_into_held_re_creation(c, hold)
         assert c.execute("DEL", "slow") == 1
         assert_ok(c.execute("CONFIG", "SET", "slowlog-log-slower-than", 200000))
         assert_ok(c.execute("SLOWLOG", "RESET"))
@@ -380,4 +380,3 @@ def test_a_first_run_during_a_long_store_opens_its_channel(
             time.sleep(0.05)
         assert_ok(c.execute("AI.MODELSTORE", "new", "ONNX", "CPU", "BLOB", "identity"))
         _run_identity(c, "new")
-
