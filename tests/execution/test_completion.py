@@ -154,6 +154,12 @@ def test_a_scripts_fast_function_is_not_held_behind_its_slow_one(srv: RedisServe
             return time.perf_counter() - t0
 
         slow_run(10)
+        # fast's first runs are TorchScript's profiling runs (its executor optimizes a function
+        # after them), hundreds of ms on a loaded machine: taken before the load, so that the
+        # short requests measure the queue, not the warm-up
+        for _ in range(3):
+            assert_ok(c.execute("AI.SCRIPTEXECUTE", "s", "fast", "INPUTS", 1, "m", "OUTPUTS", 1,
+                                "short"))
         per = (slow_run(2000) - slow_run(0)) / 2000
         n = max(1, int(0.002 / max(per, 1e-7)))
         long = lambda i: ("AI.SCRIPTEXECUTE", "s", "slow", "INPUTS", 1, "m", "OUTPUTS", 1,
