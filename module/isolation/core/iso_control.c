@@ -9,8 +9,8 @@
  * hands it the reply with its request id. The supervisor also polls each
  * host's pidfd, so a host that dies while idle is seen at once, reaps it,
  * and publishes why it ended before anyone formats an error about it.
- * Frees are not sent by the thread that frees (Redis's main thread): the
- * host reads nothing while it builds a model, so a few hundred frees would
+ * Frees are not sent by the thread that frees (Redis's main thread): a host
+ * that reads nothing (stopped, or stuck) would let a few hundred of them
  * fill the socket and block that thread's send. They are queued on the slot
  * and the supervisor sends them, non-blocking, when the socket has room.
  */

@@ -146,8 +146,8 @@ static void *createHandle(IsoSlot *s, int is_script, const char *key, size_t key
 }
 
 /* model_free / script_free: never waits. The host's free is queued for the
- * supervisor to send (iso_control.c): the host reads nothing during a
- * create. A handle the restarter is building (busy) is unlinked and marked
+ * supervisor to send (iso_control.c), never a blocking send on this thread.
+ * A handle the restarter is building (busy) is unlinked and marked
  * freed; the restarter frees it, in the host too, when its create ends
  * (iso_restart.c). */
 static void freeHandleOf(void *p) {
