@@ -76,6 +76,9 @@ PROGRAMS: tuple[Program, ...] = (
             ("include/redisai", "backends/common", "backends/torch")),
     Program(("backends/onnxruntime",), _BACKEND_DIRS,
             ("include/redisai", "backends/common", "backends/onnxruntime")),
+    # The TFLITE backend, and its check program (tfl_check_main.c) from the same folder.
+    Program(("backends/tflite",), _BACKEND_DIRS,
+            ("include/redisai", "backends/common", "backends/tflite")),
     Program(("tests/fault_backend",), _BACKEND_DIRS,
             ("include/redisai", "backends/common", "tests/fault_backend"), local_names=True),
     Program(("tests/fixtures/backends",), ("include",),
@@ -281,7 +284,7 @@ def figures(root: Path = paths.ROOT) -> dict[str, int]:
 # --------------------------------------------------------------------------------------
 
 _TARGETS = ("redisai", "redisai-backend-host", "redisai_tensorflow", "redisai_torch",
-            "redisai_onnxruntime")
+            "redisai_onnxruntime", "redisai_tflite", "redisai_tflite_check")
 
 
 def _nm(obj: Path) -> tuple[set[str], set[str]]:

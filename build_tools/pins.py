@@ -82,6 +82,15 @@ def build_requires(cmake_on_path: bool = True) -> list[str]:
 
 ORT_SIDE_BY_SIDE: Final = "onnxruntime==1.21.0"
 
+# --- PyPI: frameworks taken from a wheel, never installed ------------------------
+# The TFLITE backend runs models with LiteRT's C library, libLiteRt.so, which only
+# the ai-edge-litert wheel ships (without headers: the backend declares the C API
+# itself and dlopens the library). The build downloads this wheel (--no-deps) into
+# the cache and copies ai_edge_litert/libLiteRt.so alone into the backend's lib/
+# (variants.pinned_framework): no Python needs ai-edge-litert installed.
+
+LITERT_PIN: Final = "ai-edge-litert==2.3.0"
+
 # --- PyPI: .venv-client, the PyPI `redisai` client's own environment ------
 # redisai 1.3.0 pins redis<5 (the project's .venv has redis 8) and imports
 # pkg_resources, which setuptools >= 70 no longer guarantees; it also pulls
