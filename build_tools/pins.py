@@ -65,11 +65,17 @@ BUILD_DISTRIBUTIONS: Final[tuple[str, ...]] = (
 # C/C++ compilers are not on PyPI: they must be installed.
 CMAKE_PYPI_PIN: Final = "cmake==3.31.10"
 
+# pip itself: the build downloads the wheels it takes frameworks from (LITERT_PIN)
+# with `python -m pip download`, and pip's build environment hides the pip that
+# runs it ("No module named pip").
+PIP_PYPI_PIN: Final = "pip==26.3"
+
 
 def build_requires(cmake_on_path: bool = True) -> list[str]:
-    """The pins of PYPI_PINS named in BUILD_DISTRIBUTIONS (and CMake's without one)."""
+    """The pins of PYPI_PINS named in BUILD_DISTRIBUTIONS, pip's (and CMake's without
+    one)."""
     by_name = {pin.split("==", 1)[0]: pin for pin in PYPI_PINS}
-    found = [by_name[name] for name in BUILD_DISTRIBUTIONS]
+    found = [*(by_name[name] for name in BUILD_DISTRIBUTIONS), PIP_PYPI_PIN]
     return found if cmake_on_path else [*found, CMAKE_PYPI_PIN]
 
 

