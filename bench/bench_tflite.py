@@ -167,12 +167,18 @@ def _summarize_threads(extra: dict[str, Any]) -> dict[str, Any]:
         pool = [r["pool"]["runs_per_s"] for r in t["rounds"]]
         wrong = sum(r[m]["wrong"] for r in t["rounds"] for m in ("lock", "pool"))
         ratio = [p / k for p, k in zip(pool, lock)]
+        cpu = {m: base.med([r[m]["cpu_us_per_run"] for r in t["rounds"]]) for m in ("lock", "pool")}
+        waits = {m: base.med([r[m]["waits_per_run"] for r in t["rounds"]]) for m in ("lock", "pool")}
         out["threads"][str(t["threads"])] = {"lock_runs_per_s": base.med(lock),
                                              "pool_runs_per_s": base.med(pool),
-                                             "pool_over_lock": base.med(ratio), "wrong": wrong}
+                                             "pool_over_lock": base.med(ratio),
+                                             "cpu_us_per_run": cpu, "waits_per_run": waits,
+                                             "wrong": wrong}
         print(f"{t['threads']} threads: lock {base.med(lock):.0f} runs/s {_range(lock)}, "
               f"pool {base.med(pool):.0f} runs/s {_range(pool)}, pool/lock "
-              f"{base.med(ratio):.3f} {_range(ratio)}; wrong outputs {wrong}")
+              f"{base.med(ratio):.3f} {_range(ratio)}; CPU per run lock {cpu['lock']:.1f} us, "
+              f"pool {cpu['pool']:.1f} us; blocking waits per run lock {waits['lock']:.2f}, "
+              f"pool {waits['pool']:.2f}; wrong outputs {wrong}")
     return out
 
 

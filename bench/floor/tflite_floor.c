@@ -23,7 +23,8 @@
  *    "lock", one compiled model behind a mutex (copy in, run, copy out under
  *    it), and "pool", a compiled model per thread (the backend's choice).
  *    Every output is compared with the single run's: "wrong" counts those
- *    that differ (both ways must give 0).
+ *    that differ (both ways must give 0). Each gives runs/s, the process's
+ *    CPU per run and its voluntary context switches per run.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -32,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -257,7 +259,16 @@ static void *work(void *arg) {
     return NULL;
 }
 
-/* One measurement: n threads for opts.seconds; pool: a compiled model each. */
+static double cpuSeconds(const struct rusage *ru) {
+    return (double)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) +
+           (double)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1e6;
+}
+
+/* One measurement: n threads for opts.seconds; pool: a compiled model each.
+ * Besides runs/s, the process's CPU per run and its voluntary context
+ * switches per run (a thread that blocks on the mutex): on a shared
+ * machine runs/s follows the cores the others leave free, CPU per run
+ * much less. */
 static void measure(int n, int pool, TflInstance *one, TflInstance **own) {
     Shared sh = {.one = one};
     Worker w[64];
@@ -271,6 +282,8 @@ static void measure(int n, int pool, TflInstance *one, TflInstance **own) {
         if (pthread_create(&w[t].tid, NULL, work, &w[t]) != 0) die("cannot start a thread");
     }
     pthread_barrier_wait(&sh.start);
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
     double t0 = now();
     struct timespec pause = {.tv_sec = (time_t)opts.seconds,
                              .tv_nsec = (long)((opts.seconds - (double)(time_t)opts.seconds) * 1e9)};
@@ -285,10 +298,15 @@ static void measure(int n, int pool, TflInstance *one, TflInstance **own) {
         free(w[t].out);
     }
     double took = now() - t0;
+    getrusage(RUSAGE_SELF, &ru1);
+    double cpu = cpuSeconds(&ru1) - cpuSeconds(&ru0);
+    long waits = ru1.ru_nvcsw - ru0.ru_nvcsw;
     pthread_barrier_destroy(&sh.start);
     pthread_mutex_destroy(&sh.mu);
-    printf("\"%s\": {\"runs\": %ld, \"seconds\": %.3f, \"runs_per_s\": %.1f, \"wrong\": %ld}",
-           pool ? "pool" : "lock", runs, took, (double)runs / took, wrong);
+    printf("\"%s\": {\"runs\": %ld, \"seconds\": %.3f, \"runs_per_s\": %.1f, "
+           "\"cpu_us_per_run\": %.2f, \"waits_per_run\": %.3f, \"wrong\": %ld}",
+           pool ? "pool" : "lock", runs, took, (double)runs / took,
+           runs ? cpu * 1e6 / (double)runs : 0.0, runs ? (double)waits / (double)runs : 0.0, wrong);
 }
 
 static void threads(TflInstance *one) {
