@@ -87,8 +87,10 @@ PROGRAMS: tuple[Program, ...] = (
             local_names=True),
     Program(("tests/llapi_impl",), ("include",),
             ("include/redisai", "include", "tests/llapi_impl"), local_names=True),
+    # The floor tools; tflite_floor.c compiles the TFLITE backend's LiteRT calls and instances.
     Program(("bench/floor",), _BACKEND_DIRS,
-            ("include/redisai", "backends/common", "bench/floor"), local_names=True),
+            ("include/redisai", "backends/common", "backends/tflite", "bench/floor"),
+            local_names=True),
 )
 
 SOURCE_SUFFIXES = (".c", ".h", ".cpp", ".cc")
