@@ -34,7 +34,7 @@ def isolate_args() -> list[str]:
     value = os.environ.get(ISOLATE_ENV, "").strip()
     if not value:
         return []
-    kinds = ["TF", "TORCH", "ONNX"] if value.lower() == "all" else \
+    kinds = ["TF", "TFLITE", "TORCH", "ONNX"] if value.lower() == "all" else \
         [k.strip().upper() for k in value.split(",") if k.strip()]
     return [w for k in kinds for w in ("ISOLATE", k)]
 
