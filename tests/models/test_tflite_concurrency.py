@@ -3,7 +3,8 @@ wrong outputs, silently, when one compiled model runs on two threads at once: th
 must never let it). 16 clients, each on its own connection, run the float CNN and the int8
 CNN 200 times each with distinct random inputs; every output is compared bit for bit with
 tf.lite.Interpreter's for the same input, computed before the clients start (an interpreter
-is not thread-safe).
+is not thread-safe). The CPU queue has 4 workers, so the module runs the model on several
+threads at once.
 
 Twice: with the backend in the server ("in-process") and in a backend host process
 ("isolated", module argument ISOLATE TFLITE). Under `pytest --isolate all` both servers
@@ -22,15 +23,22 @@ from resp import RawClient, RespError
 
 CLIENTS = 16
 RUNS = 200
+WORKERS = 4  # CPU queue workers: runs of the one model on up to 4 threads at once
 
 
 @pytest.fixture(scope="module", params=["in-process", "isolated"])
 def srv(request: pytest.FixtureRequest, start_server: StartServer,
         tflite_backend_path) -> RedisServer:
-    args = ["TFLITE", str(tflite_backend_path)]
+    args = ["TFLITE", str(tflite_backend_path), "THREADS_PER_QUEUE", str(WORKERS)]
+    isolated = request.param == "isolated" or "TFLITE" in isolate_args()
     if request.param == "isolated" and "TFLITE" not in isolate_args():
         args = ["ISOLATE", "TFLITE", *args]
-    return start_server(args)
+    srv = start_server(args)
+    with RawClient(srv.port) as c:
+        hosts = [line for line in c.execute("INFO", "MODULES").decode().splitlines()
+                 if line.startswith("ai_host_") and "kind=TFLITE," in line]
+    assert len(hosts) == (1 if isolated else 0), hosts
+    return srv
 
 
 @pytest.mark.parametrize("name", ["cnn_float", "cnn_int8"])

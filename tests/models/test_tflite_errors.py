@@ -159,21 +159,26 @@ def test_one_wrong_input_of_two(c):
 @pytest.mark.parametrize("shape", [(1, 28, 27, 1), (28, 28, 1), (1, 28, 28, 3), (1, 784)],
                          ids=str)
 def test_wrong_input_shape(c, shape):
-    """A shape the model cannot take: a clear one-line error, no crash, nothing written."""
+    """A shape the model cannot take (tf.lite.Interpreter refuses it too): a clear one-line
+    error, no crash, nothing written. A rank-3 image must not run as something else."""
     built = tm.cnn_float()
+    x = np.zeros(shape, np.float32)
+    assert tm.interpreter_refuses(built, (x,)), shape
     store(c, "m", built)
-    put(c, "x", np.zeros(shape, np.float32))
+    put(c, "x", x)
     run_refused(c, "m", 1, "x")
     still_runs(c, "m", built)
 
 
-def test_fixed_shape_model_refuses_another_batch(c):
-    """two_in_two_out() was converted with [1, 4] fixed: [2, 4] is refused."""
+def test_fixed_shape_model_takes_another_batch_as_the_interpreter(c):
+    """two_in_two_out() was converted with [1, 4] fixed; as 1.2 (and tf.lite.Interpreter's
+    non-strict resize) [2, 4] runs, element-wise, with the interpreter's outputs."""
     two = tm.two_in_two_out()
     store(c, "m", two)
-    put(c, "a", np.ones((2, 4), np.float32))
-    run_refused(c, "m", 2, "a", "a")
-    still_runs(c, "m", two)
+    inputs = tuple(np.arange(8 * k, 8 * k + 8, dtype=np.float32).reshape(2, 4) for k in (1, 2))
+    got = execute(c, "m", list(inputs), 2)
+    for g, w in zip(got, tm.reference(two, inputs)):
+        assert_exact(g, w)
 
 
 def test_refusals_count_as_errors(c):
@@ -228,7 +233,7 @@ def test_lazy_loading_by_the_first_store(start_server: StartServer, tflite_backe
 
 USERS = {
     "other_keys": "+@all -@admin -@dangerous ~other:*",
-    "no_write": "+@all -@write -@admin -@dangerous ~*",
+    "no_run": "+@all -ai.modelexecute -ai.modelrun -@admin -@dangerous ~*",
     "no_store": "+@all -ai.modelstore -ai.modelset -@admin -@dangerous ~*",
 }
 
@@ -264,11 +269,11 @@ def test_acl_refuses_tflite_stores_and_runs(c, users, wording):
                  wording.key)
     assert_error(u.execute("AI.MODELGET", "m", "META"), wording.key)
     assert_ok(u.execute("AI.MODELSTORE", "other:m", "TFLITE", "CPU", "BLOB", blob))
-    u = users["no_write"]
-    assert_error(u.execute("AI.MODELSTORE", "m2", "TFLITE", "CPU", "BLOB", blob),
-                 wording.command("no_write", "ai.modelstore"))
+    u = users["no_run"]
     assert_error(u.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "y"),
-                 wording.command("no_write", "ai.modelexecute"))
+                 wording.command("no_run", "ai.modelexecute"))
+    assert_error(u.execute("AI.MODELRUN", "m", "INPUTS", "x", "OUTPUTS", "y"),
+                 wording.command("no_run", "ai.modelrun"))
     assert u.execute("AI.MODELGET", "m", "BLOB") == blob
     u = users["no_store"]
     assert_error(u.execute("AI.MODELSTORE", "m2", "TFLITE", "CPU", "BLOB", blob),
@@ -276,5 +281,5 @@ def test_acl_refuses_tflite_stores_and_runs(c, users, wording):
     assert_ok(u.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "y"))
     [want] = tm.reference(built, (x,))
     assert_exact(get(c, "y"), want)
-    assert c.execute("EXISTS", "m2", "other:y") == 0
+    assert c.execute("EXISTS", "m2", "other:y") == 0  # y: no_store's run
     assert c.execute("EXISTS", "other:m") == 1

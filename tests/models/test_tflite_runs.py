@@ -14,13 +14,11 @@ One server per module, with the TFLITE backend given at load time.
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import tflite_models as tm
-from helpers import assert_error, assert_ok, in_threads, info_field
+from helpers import assert_error, assert_ok, info_field
 from model_io import assert_exact, execute, get, model_meta, put
 from redis_server import Connect, RedisServer
 from resp import RawClient
@@ -231,27 +229,20 @@ def test_modelset_refuses_batchsize(c):
 
 @pytest.mark.parametrize("name", ["cnn_float", "cnn_int8"])
 def test_two_clients_are_batched_and_get_their_own_rows(c, tflite_server, name):
-    """BATCHSIZE 4 MINBATCHSIZE 2: two clients' [1, 28, 28, 1] requests wait for each other,
-    run as one [2, 28, 28, 1] batch and each gets exactly its own row (1.2.7's flow test).
-    Without MINBATCHTIMEOUT neither request runs before both are queued: a request run
-    alone would hang (in_threads fails it after 90 s)."""
+    """BATCHSIZE 4 MINBATCHSIZE 2 (1.2.7's flow test): the first client's [1, 28, 28, 1]
+    request waits, unanswered, until a second client's arrives; then both run as one batch
+    and each gets exactly its own row."""
     built = tm.MODELS[name]()
     store(c, "m", built, "BATCHSIZE", 4, "MINBATCHSIZE", 2)
     inputs = [built.sample(20 + k)[0] for k in range(2)]
-    wants = [tm.reference(built, (x,))[0] for x in inputs]
-    got: dict[int, np.ndarray] = {}
-    ready = threading.Barrier(2)
-
-    def client(k: int) -> None:
-        with RawClient(tflite_server.port) as ck:
-            put(ck, f"x{k}", inputs[k])
-            ready.wait(30)
-            assert_ok(ck.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, f"x{k}", "OUTPUTS", 1,
-                                 f"y{k}"))
-            got[k] = get(ck, f"y{k}")
-
-    in_threads(2, client, timeout=90)
+    with RawClient(tflite_server.port) as first, RawClient(tflite_server.port) as second:
+        put(first, "x0", inputs[0])
+        put(second, "x1", inputs[1])
+        first.send("AI.MODELEXECUTE", "m", "INPUTS", 1, "x0", "OUTPUTS", 1, "y0")
+        assert not first.pending(wait=0.5), "a lone request ran below MINBATCHSIZE"
+        assert_ok(second.execute("AI.MODELEXECUTE", "m", "INPUTS", 1, "x1", "OUTPUTS", 1, "y1"))
+        assert_ok(first.read())
     for k in range(2):
-        assert_exact(got[k], wants[k])
+        assert_exact(get(c, f"y{k}"), tm.reference(built, (inputs[k],))[0])
     s = stats(c, "m")
     assert (s["calls"], s["samples"], s["errors"]) == (2, 2, 0), s

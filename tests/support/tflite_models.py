@@ -260,28 +260,45 @@ _interpreters: dict[int, Any] = {}
 _lock = threading.Lock()
 
 
+def _run(interp: Any, inputs: Sequence[np.ndarray], allocated: bool) -> list[np.ndarray]:
+    details = interp.get_input_details()
+    if len(inputs) != len(details):
+        raise ValueError(f"{len(inputs)} inputs for a model of {len(details)}")
+    resized = False
+    for d, x in zip(details, inputs):
+        if tuple(d["shape"]) != x.shape:
+            interp.resize_tensor_input(d["index"], list(x.shape))
+            resized = True
+    if resized or not allocated:
+        interp.allocate_tensors()
+    for d, x in zip(interp.get_input_details(), inputs):
+        interp.set_tensor(d["index"], np.ascontiguousarray(x))
+    interp.invoke()
+    return [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
+
+
 def reference(built: Built, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """tf.lite.Interpreter's outputs for `inputs` (positional, subgraph order), each input
-    resized to its array's shape; one interpreter per blob, kept for the session."""
+    resized to its array's shape; one interpreter per blob, kept for the session (dropped
+    if it fails: an interpreter that failed to prepare a shape is not reused)."""
     with _lock:
-        interp = _interpreters.get(id(built.blob))
-        if interp is None:
-            interp = _interpreters[id(built.blob)] = _interpreter(built.blob)
-        details = interp.get_input_details()
-        if len(inputs) != len(details):
-            raise ValueError(f"{len(inputs)} inputs for a model of {len(details)}")
-        resized = False
-        for d, x in zip(details, inputs):
-            if tuple(d["shape"]) != x.shape:
-                interp.resize_tensor_input(d["index"], list(x.shape))
-                resized = True
-        if resized or not getattr(interp, "_redisai_allocated", False):
-            interp.allocate_tensors()
-            interp._redisai_allocated = True
-        for d, x in zip(interp.get_input_details(), inputs):
-            interp.set_tensor(d["index"], np.ascontiguousarray(x))
-        interp.invoke()
-        return [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
+        interp = _interpreters.pop(id(built.blob), None)
+        fresh = interp is None
+        if fresh:
+            interp = _interpreter(built.blob)
+        out = _run(interp, inputs, allocated=not fresh)
+        _interpreters[id(built.blob)] = interp
+        return out
+
+
+def interpreter_refuses(built: Built, inputs: Sequence[np.ndarray]) -> str:
+    """What a fresh tf.lite.Interpreter says when it cannot run `inputs` (resized as
+    reference() does), or "" when it runs them."""
+    try:
+        _run(_interpreter(built.blob), inputs, allocated=False)
+    except (RuntimeError, ValueError) as exc:
+        return str(exc) or type(exc).__name__
+    return ""
 
 
 def tflite_runtime_version() -> str:
