@@ -12,12 +12,6 @@
 
 #define RAI_BACKEND_KINDS 4
 
-/* Why TFLITE fails to load here, appended to its load errors: TFLITE is
- * parsed everywhere, but this project builds no TFLITE backend. */
-#define RAI_TFLITE_UNAVAILABLE                                                              \
-    " (this build has no TFLITE backend: no package registry reachable here ships a "      \
-    "TensorFlow Lite C library with headers)"
-
 /* "TF", "TFLITE", "TORCH", "ONNX", case-insensitive. */
 int Backend_ParseKind(const char *s, RAI_BackendKind *kind);
 const char *Backend_KindName(RAI_BackendKind kind);

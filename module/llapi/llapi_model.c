@@ -40,10 +40,10 @@ static const char *checkOpts(const RAI_ModelOpts *o) {
 }
 
 /* A model with no key (so no AI.INFO statistics), built as AI.MODELSTORE
- * builds one: backend 0 (TF), 2 (TORCH) or 3 (ONNX), loaded on first use
- * (EBACKENDNOTLOADED, with the reason, when that fails: always for 1,
- * TFLITE, which this build has no backend for; EUNSUPPORTEDBACKEND for any
- * other number); TF needs its input and output names. The per-model parallelism options
+ * builds one: backend 0 (TF), 1 (TFLITE), 2 (TORCH) or 3 (ONNX), loaded on
+ * first use (EBACKENDNOTLOADED, with the reason, when that fails;
+ * EUNSUPPORTEDBACKEND for any other number); TF needs its input and output
+ * names. The per-model parallelism options
  * are ignored: the backends use the module's load-time settings. Needs
  * Redis's global lock (a command, or a thread holding it), as a backend
  * may be loaded and a run queue created. */

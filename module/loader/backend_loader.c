@@ -319,16 +319,7 @@ fail:
 
 int Backend_Load(RedisModuleCtx *ctx, RAI_BackendKind kind, const char *path, int isolated,
                  const RAI_LoadedBackend **out, RAI_Error *err) {
-    if (kind != RAI_BACKEND_TFLITE) return loadBackend(ctx, kind, path, isolated, out, err);
-    /* Whatever went wrong, say why a TFLITE load cannot work in this build. */
-    RAI_Error inner;
-    Error_Init(&inner);
-    int rc = loadBackend(ctx, kind, path, isolated, out, &inner);
-    if (rc != REDISMODULE_OK) {
-        Error_SetFmt(err, "%s%s", Error_Message(&inner), RAI_TFLITE_UNAVAILABLE);
-    }
-    Error_Clear(&inner);
-    return rc;
+    return loadBackend(ctx, kind, path, isolated, out, err);
 }
 
 const RAI_BackendDescriptor *Backend_Require(RedisModuleCtx *ctx, RAI_BackendKind kind,

@@ -53,11 +53,7 @@ static const RAI_BackendDescriptor *pickBackend(RedisModuleCtx *ctx, const RAI_M
                                                 int *fallback, RAI_Error *err) {
     if (p->backend_name) return namedBackend(ctx, p, fallback, err);
     const RAI_BackendDescriptor *be = Backend_Get(ctx, p->backend);
-    if (be == NULL && p->backend == RAI_BACKEND_TFLITE) {
-        Error_Set(err, "ERR Could not load backend: TFLITE" RAI_TFLITE_UNAVAILABLE);
-    } else if (be == NULL) {
-        Error_Set(err, RAI_ERR_LOAD_BACKEND);
-    }
+    if (be == NULL) Error_Set(err, RAI_ERR_LOAD_BACKEND);
     return be;
 }
 

@@ -627,8 +627,7 @@ int main(int argc, char **argv) {
     }
     if (argc % 2 == 0) usage("arguments come in pairs");
     if (!kind || !host.name || !host.so || fd < 0 || ppid <= 0) usage("missing argument");
-    if (!Backend_ParseKind(kind, &host.kind) || host.kind == RAI_BACKEND_TFLITE)
-        usage("--kind must be TF, TORCH or ONNX");
+    if (!Backend_ParseKind(kind, &host.kind)) usage("--kind must be TF, TFLITE, TORCH or ONNX");
     host.kind_name = Backend_KindName(host.kind);
     HostShim_Init();
     harden(ppid, fd);
