@@ -17,7 +17,7 @@ import pytest
 
 import tflite_models as tm
 from helpers import assert_ok, in_threads
-from model_io import assert_exact, get, put, token
+from model_io import ai_info, assert_exact, get, put, token
 from redis_server import RedisServer, StartServer, isolate_args
 from resp import RawClient, RespError
 
@@ -72,8 +72,7 @@ def test_sixteen_clients_get_exact_outputs(srv, name):
     in_threads(CLIENTS, client, timeout=300)
     assert not wrong, f"{len(wrong)} of {CLIENTS * RUNS} outputs differ: {wrong[:10]}"
     with RawClient(srv.port) as c:
-        reply = c.execute("AI.INFO", "m")
-        s = {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
+        s = ai_info(c, "m")
         assert (s["calls"], s["errors"]) == (CLIENTS * RUNS, 0), s
         # And a last one through the helpers, dtype and shape included.
         x = inputs[0][0]

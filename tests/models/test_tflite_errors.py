@@ -17,7 +17,7 @@ import pytest
 import tflite_models as tm
 from acl_wording import AclWording, learn
 from helpers import assert_error, assert_ok, info_field
-from model_io import assert_clean_error, assert_exact, execute, get, put
+from model_io import ai_info, assert_clean_error, assert_exact, execute, get, put
 from redis_server import Connect, RedisServer, StartServer
 from resp import RawClient, RespError
 from server_facts import ServerFacts
@@ -186,8 +186,7 @@ def test_refusals_count_as_errors(c):
     store(c, "m", built)
     put(c, "x", np.zeros((1, 28, 28, 1), np.int32))
     run_refused(c, "m", 1, "x")
-    reply = c.execute("AI.INFO", "m")
-    s = {reply[i].decode(): reply[i + 1] for i in range(0, len(reply), 2)}
+    s = ai_info(c, "m")
     assert (s["calls"], s["errors"]) == (1, 1), s
 
 

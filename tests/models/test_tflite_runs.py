@@ -19,7 +19,7 @@ import pytest
 
 import tflite_models as tm
 from helpers import assert_error, assert_ok, info_field
-from model_io import assert_exact, execute, get, model_meta, put
+from model_io import ai_info, assert_exact, execute, get, model_meta, put
 from redis_server import Connect, RedisServer
 from resp import RawClient
 
@@ -43,12 +43,6 @@ def check_run(c: RawClient, key: str, built: tm.Built, inputs: tuple[np.ndarray,
     for g, w in zip(got, want):
         assert_exact(g, w)
     return got
-
-
-def stats(c: RawClient, key: str) -> dict[str, object]:
-    reply = c.execute("AI.INFO", key)
-    assert isinstance(reply, list) and len(reply) == 18, f"AI.INFO {key}: {reply!r}"
-    return {reply[i].decode(): reply[i + 1] for i in range(0, 18, 2)}
 
 
 # --------------------------------------------------------------------------------------
@@ -148,7 +142,7 @@ def test_ai_info_counts_runs(c):
     store(c, "m", built, "TAG", "v1")
     check_run(c, "m", built, built.sample(1))
     check_run(c, "m", built, built.sample(2, batch=3))
-    s = stats(c, "m")
+    s = ai_info(c, "m")
     assert (s["key"], s["type"], s["backend"], s["device"], s["tag"]) == \
         (b"m", b"MODEL", b"TFLITE", b"CPU", b"v1"), s
     assert (s["calls"], s["samples"], s["errors"]) == (2, 4, 0), s
@@ -244,5 +238,5 @@ def test_two_clients_are_batched_and_get_their_own_rows(c, tflite_server, name):
         assert_ok(first.read())
     for k in range(2):
         assert_exact(get(c, f"y{k}"), tm.reference(built, (inputs[k],))[0])
-    s = stats(c, "m")
+    s = ai_info(c, "m")
     assert (s["calls"], s["samples"], s["errors"]) == (2, 2, 0), s

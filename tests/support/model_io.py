@@ -119,3 +119,11 @@ def assert_exact(got: np.ndarray, want: np.ndarray) -> None:
     assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
     assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
     assert np.array_equal(got, want), f"values differ:\n got {got!r}\nwant {want!r}"
+
+
+def ai_info(c: RawClient, key: str) -> dict[str, Any]:
+    """AI.INFO key as a dict (key, type, backend, device, tag, duration, samples, calls,
+    errors)."""
+    reply = c.execute("AI.INFO", key)
+    assert isinstance(reply, list) and len(reply) == 18, f"AI.INFO {key}: {reply!r}"
+    return {reply[i].decode(): reply[i + 1] for i in range(0, 18, 2)}
