@@ -86,24 +86,17 @@ const char *Tfl_LibraryPath(void) {
     return lib_path;
 }
 
-int Tfl_LibraryBeside(const void *addr, char *path, size_t pathlen, char *why, size_t whylen) {
+int Tfl_Beside(const void *addr, const char *name, char *path, size_t pathlen, char *why,
+               size_t whylen) {
     Dl_info info;
-    if (dladdr(addr, &info) == 0 || info.dli_fname == NULL) {
+    char real[PATH_MAX];
+    if (dladdr(addr, &info) == 0 || info.dli_fname == NULL || realpath(info.dli_fname, real) == NULL) {
         snprintf(why, whylen, "cannot find the folder of the TFLITE backend (dladdr)");
         return -1;
     }
-    char real[PATH_MAX];
-    if (realpath(info.dli_fname, real) == NULL) {
-        snprintf(why, whylen, "%s: cannot resolve its path", info.dli_fname);
-        return -1;
-    }
     char *slash = strrchr(real, '/');
-    if (slash == NULL) {
-        snprintf(why, whylen, "%s: not a path", real);
-        return -1;
-    }
-    *slash = '\0';
-    if ((size_t)snprintf(path, pathlen, "%s/lib/libLiteRt.so", real) >= pathlen) {
+    if (slash) *slash = '\0';
+    if ((size_t)snprintf(path, pathlen, "%s/%s", real, name) >= pathlen) {
         snprintf(why, whylen, "%s: path too long", real);
         return -1;
     }

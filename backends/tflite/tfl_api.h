@@ -136,9 +136,10 @@ extern TflApi tfl;
  * in why. Idempotent once it has succeeded. */
 int Tfl_Open(const char *path, char *why, size_t whylen);
 
-/* The path of libLiteRt.so beside the object that holds addr:
- * "<its folder>/lib/libLiteRt.so". 0, or -1 with the reason in why. */
-int Tfl_LibraryBeside(const void *addr, char *path, size_t pathlen, char *why, size_t whylen);
+/* "<folder of the object that holds addr>/<name>" in path (name may hold a
+ * folder: "lib/libLiteRt.so"). 0, or -1 with the reason in why. */
+int Tfl_Beside(const void *addr, const char *name, char *path, size_t pathlen, char *why,
+               size_t whylen);
 
 /* The path Tfl_Open loaded ("" before). */
 const char *Tfl_LibraryPath(void);

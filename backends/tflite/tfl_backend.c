@@ -56,7 +56,7 @@ static RAI_BackendDescriptor descriptor = {
  * by bare name at every start. Errors only on Redis's stderr. */
 static const RAI_BackendDescriptor *tfl_init(char *errbuf, size_t errlen) {
     char lib[4096], why[1024];
-    if (Tfl_LibraryBeside((const void *)tfl_init, lib, sizeof(lib), why, sizeof(why)) != 0 ||
+    if (Tfl_Beside((const void *)tfl_init, "lib/libLiteRt.so", lib, sizeof(lib), why, sizeof(why)) != 0 ||
         Tfl_Open(lib, why, sizeof(why)) != 0 ||
         TflCheck_Find((const void *)tfl_init, tflb.checker, sizeof(tflb.checker), why,
                       sizeof(why)) != 0) {

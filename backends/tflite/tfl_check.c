@@ -10,10 +10,10 @@
 #define _GNU_SOURCE
 #include "tflite/tfl_check.h"
 
-#include <dlfcn.h>
+#include "tflite/tfl_api.h"
+
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -29,18 +29,7 @@
 extern char **environ;
 
 int TflCheck_Find(const void *addr, char *path, size_t pathlen, char *why, size_t whylen) {
-    Dl_info info;
-    char real[PATH_MAX];
-    if (dladdr(addr, &info) == 0 || info.dli_fname == NULL || realpath(info.dli_fname, real) == NULL) {
-        snprintf(why, whylen, "cannot find the folder of the TFLITE backend (dladdr)");
-        return -1;
-    }
-    char *slash = strrchr(real, '/');
-    if (slash) *slash = '\0';
-    if ((size_t)snprintf(path, pathlen, "%s/redisai_tflite_check", real) >= pathlen) {
-        snprintf(why, whylen, "%s: path too long", real);
-        return -1;
-    }
+    if (Tfl_Beside(addr, "redisai_tflite_check", path, pathlen, why, whylen) != 0) return -1;
     struct stat st;
     if (stat(path, &st) != 0) {
         snprintf(why, whylen, "%s: %s (the model validator ships beside the backend)", path,
