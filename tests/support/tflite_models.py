@@ -22,8 +22,8 @@ tests rely on, so a converter that changes them fails here, loudly.
 
 `reference(built, inputs)` runs the interpreter: inputs given positionally, each input
 resized to its array's shape (resize_tensor_input: batches), outputs in subgraph order.
-Interpreters are not thread-safe: call it from one thread (the tests compute their
-references before starting client threads).
+An interpreter is not thread-safe: reference() runs one call at a time under a lock, and
+the concurrency tests compute their references before their client threads start.
 """
 from __future__ import annotations
 
