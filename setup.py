@@ -119,8 +119,8 @@ class BinaryDistribution(Distribution):
 setup(
     name="redisai-module",
     version=pins.VERSION,
-    description="RedisAI as a Redis module (redisai.so) with TensorFlow, PyTorch "
-                "and ONNX Runtime backends",
+    description="RedisAI as a Redis module (redisai.so) with TensorFlow, TensorFlow Lite, "
+                "PyTorch and ONNX Runtime backends",
     python_requires=">=3.11",
     packages=[],
     entry_points={"console_scripts": [

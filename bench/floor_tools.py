@@ -3,7 +3,9 @@
 * rai_floor (bench/floor/rai_floor.c): a backend .so through backend_abi.h, no Redis:
   the in-process floor of one model run;
 * rai_load (bench/floor/rai_load.c): a closed-loop RESP client, N connections, one
-  thread, commands interleaved per connection.
+  thread, commands interleaved per connection;
+* tflite_floor (bench/floor/tflite_floor.c): a .tflite model run by LiteRT in a C loop
+  (bench/bench_tflite.py builds it with build_targets).
 
 Both are CMake targets of the build folder (EXCLUDE_FROM_ALL, same flags as the module).
 """
@@ -17,17 +19,23 @@ from typing import Any, Sequence
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def build(build_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
-    """Builds both tools in build_dir (configured by `python -m build_tools build`)."""
+def build_targets(build_dir: pathlib.Path, *targets: str) -> list[pathlib.Path]:
+    """Builds the named tools in build_dir (configured by `python -m build_tools build`)."""
     if not (build_dir / "CMakeCache.txt").is_file():
         raise SystemExit(f"{build_dir} is not configured: run `python -m build_tools build` first")
     # Re-run the configure step: a build folder made before the targets existed lacks them.
     subprocess.run(["cmake", str(build_dir)], check=True, capture_output=True)
-    res = subprocess.run(["cmake", "--build", str(build_dir), "--target", "rai_floor", "rai_load"],
+    res = subprocess.run(["cmake", "--build", str(build_dir), "--target", *targets],
                          capture_output=True, text=True)
     if res.returncode != 0:
-        raise SystemExit(f"building rai_floor/rai_load failed:\n{res.stdout}\n{res.stderr}")
-    return build_dir / "rai_floor", build_dir / "rai_load"
+        raise SystemExit(f"building {'/'.join(targets)} failed:\n{res.stdout}\n{res.stderr}")
+    return [build_dir / t for t in targets]
+
+
+def build(build_dir: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """Builds rai_floor and rai_load in build_dir."""
+    floor, load = build_targets(build_dir, "rai_floor", "rai_load")
+    return floor, load
 
 
 def resp(*args: bytes | str | int) -> bytes:

@@ -3,7 +3,8 @@
 1. redismodule.h (and the ONNX Runtime headers when that backend is built)
    from the header cache (headers.py);
 2. every framework of frameworks.FRAMEWORKS found in THIS interpreter's
-   environment whose backends/<name>/ folder has sources;
+   environment whose backends/<name>/ folder has sources; a framework with a
+   pinned wheel (TFLITE's LiteRT) from that wheel, downloaded into the cache;
 3. cmake configure + build in build/ (Unix Makefiles), output shown as it comes;
 4. install/redisai-<version>/ laid out by layout.py.
 
@@ -66,6 +67,16 @@ def _select_backends() -> list[Framework]:
     chosen: list[Framework] = []
     for spec in FRAMEWORKS:
         sources = backend_sources(spec)
+        if spec.pinned_wheel is not None:
+            if not sources:
+                _say(f"{spec.backend}: skipped (no sources in backends/{spec.backend}/)")
+                continue
+            fw = variants.pinned_framework(spec)
+            _say(f"{spec.backend}: {spec.display_name} {fw.version} from the "
+                 f"{spec.pinned_wheel} wheel ({fw.site_packages}), "
+                 f"{len(sources)} source file(s)")
+            chosen.append(fw)
+            continue
         fw = discover(spec)
         if fw is None:
             _say(f"{spec.backend}: skipped ({spec.display_name} not installed: "
@@ -282,9 +293,11 @@ def build(variant: str = "cpu", jobs: int = 2, build_dir: Path | None = None,
     built: list[BuiltBackend] = []
     for fw in chosen:
         lib = build_dir / f"redisai_{fw.spec.backend}.so"
-        if not lib.is_file():
-            raise BuildError(f"the build produced no {lib}")
-        built.append(BuiltBackend(framework=fw, library=lib, variant=variant))
+        b = BuiltBackend(framework=fw, library=lib, variant=variant)
+        for made in (lib, *b.programs):
+            if not made.is_file():
+                raise BuildError(f"the build produced no {made}")
+        built.append(b)
     sides = [_compile_side(req, redismodule_dir, sha, jobs, build_dir) for req in wanted.values()]
 
     _say(f"laying out {install}")

@@ -20,6 +20,9 @@ export RedisModule_OnLoad.
 redisai-backend-host (beside redisai.so, docs/isolation.md): present, an ELF
 executable, executable and not writable by group or others (the core refuses
 to spawn it otherwise), no RPATH/RUNPATH, NEEDED only the system runtime.
+A backend's programs (frameworks.FrameworkSpec.programs: TFLITE's
+redisai_tflite_check) in its folder: the same, but with RUNPATH exactly
+$ORIGIN/lib as the backend has, NEEDED resolving as the backend's does.
 
 A tree built with `build --sanitize address` (install-asan/...) is recognised
 by redisai.so's NEEDED libasan.so.N; there, and only there, libasan.so.N from
@@ -39,6 +42,7 @@ from typing import Iterable, Iterator
 
 from . import core_manifest, gpu_libs, manifest
 from .errors import BuildError
+from .frameworks import FRAMEWORKS
 
 CORE_EXPORT = "RedisModule_OnLoad"
 BACKEND_EXPORT = "RAI_BackendEntry"
@@ -71,7 +75,7 @@ _ASAN_RUNTIME = re.compile(r"^libasan\.so(?:\.\d+)*$")
 # The ABI note of module/backend_abi.h (RAI_BACKEND_ABI_NOTE): name, type, kind numbers.
 ABI_NOTE_NAME = "RedisAI"
 ABI_NOTE_TYPE = 0x52414901
-KIND_NUMBERS = {"tensorflow": 0, "torch": 2, "onnxruntime": 3}
+KIND_NUMBERS = {"tensorflow": 0, "tflite": 1, "torch": 2, "onnxruntime": 3}
 
 
 @dataclass
@@ -255,11 +259,17 @@ class _Checker:
         self.rows.append(row)
 
     def check_host(self, path: Path) -> None:
+        self._check_program(path, "isolated backends (ISOLATE) cannot start without it", None)
+
+    def _check_program(self, path: Path, needed_for: str, folder: Path | None) -> None:
+        """An executable the module spawns: redisai-backend-host (folder None: no
+        RUNPATH, the system runtime only) or a backend's program in its folder
+        (RUNPATH exactly $ORIGIN/lib, NEEDED resolving in the folder's lib/)."""
         row = Row(self.rel(path), "-", exports_ok=None)
         self.rows.append(row)
         if not path.is_file() or path.is_symlink():
             row.needed_ok = False
-            row.problems.append("missing: isolated backends (ISOLATE) cannot start without it")
+            row.problems.append(f"missing: {needed_for}")
             return
         mode = path.stat().st_mode
         if not mode & 0o100:
@@ -277,19 +287,27 @@ class _Checker:
             row.problems.append(f"ELF type {info.elf_type} without a program interpreter: "
                                 "not an executable")
         row.runpath = self._runpath_text(info)
-        if info.runpath is not None or info.rpath is not None:
-            row.problems.append(f"has RUNPATH/RPATH {row.runpath}; the host needs none")
-        self._resolve_needed(row, path, info, None, set(), [])
+        if folder is None:
+            if info.runpath is not None or info.rpath is not None:
+                row.problems.append(f"has RUNPATH/RPATH {row.runpath}; the host needs none")
+            self._resolve_needed(row, path, info, None, set(), [])
+            return
+        self._backend_search_path(row, info)
+        libs: list[Path] = []
+        self._resolve_needed(row, path, info, folder, set(), libs)
 
-    def check_backend(self, path: Path) -> None:
-        folder = path.parent
-        info = read_elf(path, with_exports=True)
-        row = Row(self.rel(path), self._runpath_text(info))
+    def _backend_search_path(self, row: Row, info: ElfInfo) -> None:
         if info.rpath is not None:
             row.problems.append(f"has DT_RPATH {':'.join(info.rpath)!r}; only RUNPATH is allowed")
         if info.runpath != [BACKEND_RUNPATH]:
             got = "none" if info.runpath is None else repr(":".join(info.runpath))
             row.problems.append(f"RUNPATH is {got}, must be exactly {BACKEND_RUNPATH!r}")
+
+    def check_backend(self, path: Path) -> None:
+        folder = path.parent
+        info = read_elf(path, with_exports=True)
+        row = Row(self.rel(path), self._runpath_text(info))
+        self._backend_search_path(row, info)
         seen: set[Path] = set()
         libs: list[Path] = []
         self._resolve_needed(row, path, info, folder, seen, libs)
@@ -303,6 +321,9 @@ class _Checker:
             row.problems.append(f"ABI note says kind {info.abi_notes[0][2]}, a {name} backend "
                                 f"is {want}")
         self.rows.append(row)
+        for program in _PROGRAMS.get(name, ()):
+            self._check_program(folder / program, f"the {name} backend's own program",
+                                folder)
         # The libraries the backend pulls from lib/, and theirs, recursively; then
         # those nothing NEEDs (a framework opens them with dlopen), each the same way.
         self._check_libs(folder, libs, seen)
@@ -354,6 +375,9 @@ class _Checker:
                     row.problems.append(f"{link.name}/{so.name} does not exist")
             self.rows.append(row)
 
+
+# Backend name -> the programs its folder must hold beside the backend.
+_PROGRAMS: dict[str, tuple[str, ...]] = {spec.backend: spec.programs for spec in FRAMEWORKS}
 
 _FOLDER_NAME = re.compile(r"^redisai_(?P<framework>[a-z0-9]+)-(?P<version>.+)-(?P<variant>\w+)$")
 

@@ -6,6 +6,10 @@ distribution's own file list), so nothing is imported and no framework code
 runs. A backend is built when its framework is found AND its source folder
 backends/<name>/ holds sources: adding a backend is adding a row here and a
 call of add_redisai_backend() in CMakeLists.txt.
+
+A row with a `pinned_wheel` (TFLITE's LiteRT) is not looked for in the
+environment: the build downloads that pinned wheel into the cache and reads its
+unpacked copy the same way (variants.pinned_framework).
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from . import paths
+from . import paths, pins
 from .errors import BuildError
 
 
@@ -54,6 +58,12 @@ class FrameworkSpec:
     # only where that was built and tested side by side.
     side_by_side: bool = False
     gpu: GpuSpec | None = None        # how its `gpu` variant is built, if it has one
+    # "<distribution>==<version>" (pins.py): the framework comes from this wheel,
+    # downloaded by the build, never from the environment.
+    pinned_wheel: str | None = None
+    # Executables built beside the backend (CMake targets of that name), installed
+    # into its folder with RUNPATH $ORIGIN/lib as the backend has.
+    programs: tuple[str, ...] = ()
 
 
 FRAMEWORKS: tuple[FrameworkSpec, ...] = (
@@ -91,6 +101,17 @@ FRAMEWORKS: tuple[FrameworkSpec, ...] = (
             # cuFFT and NVRTC by name when a model uses them: all the [cuda,cudnn] wheels.
             opened=("onnxruntime/capi/libonnxruntime_providers_shared.so",
                     "onnxruntime/capi/libonnxruntime_providers_cuda.so", "nvidia/*/lib/*.so*")),
+    ),
+    FrameworkSpec(
+        backend="tflite", display_name="TensorFlow Lite (LiteRT)",
+        distributions=("ai-edge-litert",),
+        cmake_prefix="LITERT", serve_keyword="TFLITE", source_globs=("*.c", "*.cpp"),
+        # dlopened by the backend from its lib/ (no header, nothing linked): the only
+        # file of the wheel the build takes.
+        libraries=("ai_edge_litert/libLiteRt.so",),
+        pinned_wheel=pins.LITERT_PIN,
+        # The backend's validator program (backends/tflite/tfl_check_main.c).
+        programs=("redisai_tflite_check",),
     ),
 )
 

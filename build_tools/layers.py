@@ -76,6 +76,9 @@ PROGRAMS: tuple[Program, ...] = (
             ("include/redisai", "backends/common", "backends/torch")),
     Program(("backends/onnxruntime",), _BACKEND_DIRS,
             ("include/redisai", "backends/common", "backends/onnxruntime")),
+    # The TFLITE backend, and its check program (tfl_check_main.c) from the same folder.
+    Program(("backends/tflite",), _BACKEND_DIRS,
+            ("include/redisai", "backends/common", "backends/tflite")),
     Program(("tests/fault_backend",), _BACKEND_DIRS,
             ("include/redisai", "backends/common", "tests/fault_backend"), local_names=True),
     Program(("tests/fixtures/backends",), ("include",),
@@ -84,8 +87,10 @@ PROGRAMS: tuple[Program, ...] = (
             local_names=True),
     Program(("tests/llapi_impl",), ("include",),
             ("include/redisai", "include", "tests/llapi_impl"), local_names=True),
+    # The floor tools; tflite_floor.c compiles the TFLITE backend's LiteRT calls and instances.
     Program(("bench/floor",), _BACKEND_DIRS,
-            ("include/redisai", "backends/common", "bench/floor"), local_names=True),
+            ("include/redisai", "backends/common", "backends/tflite", "bench/floor"),
+            local_names=True),
 )
 
 SOURCE_SUFFIXES = (".c", ".h", ".cpp", ".cc")
@@ -281,7 +286,7 @@ def figures(root: Path = paths.ROOT) -> dict[str, int]:
 # --------------------------------------------------------------------------------------
 
 _TARGETS = ("redisai", "redisai-backend-host", "redisai_tensorflow", "redisai_torch",
-            "redisai_onnxruntime")
+            "redisai_onnxruntime", "redisai_tflite", "redisai_tflite_check")
 
 
 def _nm(obj: Path) -> tuple[set[str], set[str]]:

@@ -3,6 +3,7 @@
     redisai.so
     redisai-backend-host     (the isolated backends' host process: docs/isolation.md)
     backends/redisai_<name>-<framework version>-<variant>/redisai_<name>.so
+    backends/redisai_<name>-<framework version>-<variant>/<its programs> (TFLITE's check)
     backends/redisai_<name>-<framework version>-<variant>/lib/<framework libraries>
     backends/redisai_<name>-<framework version>-<variant>/redisai_backend.manifest
     backends/redisai_<name> -> redisai_<name>-<framework version>-<variant>   (relative)
@@ -58,6 +59,11 @@ class BuiltBackend:
         return backend_folder_name(self.name, self.framework.version, self.variant)
 
     @property
+    def programs(self) -> tuple[Path, ...]:
+        """The backend's executables (spec.programs), built beside its library."""
+        return tuple(self.library.parent / p for p in self.framework.spec.programs)
+
+    @property
     def folder_path(self) -> Path:
         """The folder relative to the install tree."""
         return Path("backends") / self.folder
@@ -89,6 +95,8 @@ def _plan_folder(b: BuiltBackend, files: dict[str, _File], links: dict[str, str]
     """Adds one backend folder's files and lib/ links (not its default link)."""
     base = f"backends/{b.folder}"
     files[f"{base}/redisai_{b.name}.so"] = _File(b.library)
+    for program in b.programs:
+        files[f"{base}/{program.name}"] = _File(program)
     rpath = "$ORIGIN" if b.framework.spec.patch_rpath else None
     for lib in b.framework.libraries:
         files[f"{base}/lib/{lib.name}"] = _File(lib, rpath)

@@ -65,11 +65,17 @@ BUILD_DISTRIBUTIONS: Final[tuple[str, ...]] = (
 # C/C++ compilers are not on PyPI: they must be installed.
 CMAKE_PYPI_PIN: Final = "cmake==3.31.10"
 
+# pip itself: the build downloads the wheels it takes frameworks from (LITERT_PIN)
+# with `python -m pip download`, and pip's build environment hides the pip that
+# runs it ("No module named pip").
+PIP_PYPI_PIN: Final = "pip==26.3"
+
 
 def build_requires(cmake_on_path: bool = True) -> list[str]:
-    """The pins of PYPI_PINS named in BUILD_DISTRIBUTIONS (and CMake's without one)."""
+    """The pins of PYPI_PINS named in BUILD_DISTRIBUTIONS, pip's (and CMake's without
+    one)."""
     by_name = {pin.split("==", 1)[0]: pin for pin in PYPI_PINS}
-    found = [by_name[name] for name in BUILD_DISTRIBUTIONS]
+    found = [*(by_name[name] for name in BUILD_DISTRIBUTIONS), PIP_PYPI_PIN]
     return found if cmake_on_path else [*found, CMAKE_PYPI_PIN]
 
 
@@ -81,6 +87,15 @@ def build_requires(cmake_on_path: bool = True) -> list[str]:
 # the build uses (Debian's libonnxruntime-dev 1.21.0).
 
 ORT_SIDE_BY_SIDE: Final = "onnxruntime==1.21.0"
+
+# --- PyPI: frameworks taken from a wheel, never installed ------------------------
+# The TFLITE backend runs models with LiteRT's C library, libLiteRt.so, which only
+# the ai-edge-litert wheel ships (without headers: the backend declares the C API
+# itself and dlopens the library). The build downloads this wheel (--no-deps) into
+# the cache and copies ai_edge_litert/libLiteRt.so alone into the backend's lib/
+# (variants.pinned_framework): no Python needs ai-edge-litert installed.
+
+LITERT_PIN: Final = "ai-edge-litert==2.3.0"
 
 # --- PyPI: .venv-client, the PyPI `redisai` client's own environment ------
 # redisai 1.3.0 pins redis<5 (the project's .venv has redis 8) and imports

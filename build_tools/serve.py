@@ -1,7 +1,7 @@
 """`python -m build_tools serve [--port N]`: exec redis-server with RedisAI.
 
 Loads install/redisai-<version>/redisai.so and passes every backend present
-in the tree at load time (TF, TORCH, ONNX <path>). Prints the exact command
+in the tree at load time (TF, TORCH, ONNX, TFLITE <path>). Prints the exact command
 line, then replaces this process with redis-server.
 """
 from __future__ import annotations

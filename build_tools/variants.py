@@ -325,6 +325,17 @@ def framework_from_wheel(req: Request) -> tuple[Framework, str]:
     return fw, wheel.name
 
 
+def pinned_framework(spec: FrameworkSpec) -> Framework:
+    """The framework of a row with a pinned wheel (spec.pinned_wheel, e.g. TFLITE's
+    ai-edge-litert): that wheel downloaded (--no-deps) into <cache>/wheels/ and unpacked
+    into <cache>/frameworks/ as a side-by-side build's is, its dist-info and the spec's
+    libraries only. Nothing is installed or imported: any Python with pip builds it."""
+    assert spec.pinned_wheel is not None
+    dist, _, version = spec.pinned_wheel.partition("==")
+    fw, _ = framework_from_wheel(Request(spec=spec, distribution=dist, version=version))
+    return fw
+
+
 # --- side-by-side folders in a tree -------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@
  * libLiteRt.so beside the backend.
  *
  * Every structure LiteRT fills has its size written down here; the calls
- * that fill one go through a guarded buffer (tfl_api.c), so a library whose
+ * that fill one go through a guarded buffer (tfl_read.c), so a library whose
  * structure grew is refused with the symbol named, never allowed to write
  * past ours. Status and element-type numbers are LiteRT's own.
  */
@@ -146,15 +146,6 @@ const char *Tfl_LibraryPath(void);
 
 /* Our words for a LiteRT status (the library exports no such function). */
 const char *Tfl_StatusText(TflStatus st);
-
-/* GetRankedTensorType and GetCompiledModelOutputTensorLayouts through a
- * guarded buffer: a write past the declared size is refused with the symbol
- * and sizes in why (returns -2); LiteRT's own failure returns its status. */
-TflStatus Tfl_RankedType(TflTensor t, TflRankedType *out, char *why, size_t whylen);
-TflStatus Tfl_OutputLayouts(TflCompiledModel cm, size_t n, TflLayout *out, char *why,
-                            size_t whylen);
-TflStatus Tfl_InputLayout(TflCompiledModel cm, size_t i, TflLayout *out, char *why,
-                          size_t whylen);
 
 /* The calls that have let a C++ exception out of LiteRT (shared/LITERT.md's
  * traps: a logic_error from a corrupted model's run), each inside a

@@ -2,11 +2,14 @@
  * tfl_instance.c - a model's positional interface, and compiled instances
  * with 64-byte-aligned buffers of the model's shapes.
  */
+#define _GNU_SOURCE
 #include "tflite/tfl_instance.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "tflite/tfl_read.h"
 
 static int indexOf(TflSignature sig, int input, TflTensor t, size_t n, size_t *out) {
     for (size_t k = 0; k < n; k++) {

@@ -29,7 +29,7 @@ from build_tools import manifest
 FIELDS = ["name", "kind", "framework", "version", "variant", "abi", "path", "link", "manifest",
           "loaded", "loaded_at", "load_seconds", "models", "scripts", "isolated"]
 SO_NAME = {"TF": "redisai_tensorflow.so", "TORCH": "redisai_torch.so",
-           "ONNX": "redisai_onnxruntime.so"}
+           "ONNX": "redisai_onnxruntime.so", "TFLITE": "redisai_tflite.so"}
 RESTRICTED = ["on", ">pw", "+@all", "-@admin", "-@dangerous", "~*"]
 SCRIPT = "def bar(tensors: List[Tensor], keys: List[str], args: List[str]):\n" \
          "    return tensors[0] + tensors[1]\n"

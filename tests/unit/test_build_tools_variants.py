@@ -126,6 +126,42 @@ def test_unpack_refuses_a_member_that_leaves_the_folder(cache: Path, tmp_path: P
     assert not (cache / "escaped").exists()
 
 
+# --- a framework from a pinned wheel (TFLITE's LiteRT) ---------------------------------------
+
+def test_a_pinned_wheel_framework_comes_from_the_cached_wheel_with_its_library_only(
+        cache: Path) -> None:
+    """ai-edge-litert is never installed: its cached wheel (pip must not run) is unpacked,
+    and of its shared objects only libLiteRt.so is taken; the rest of the wheel (Python
+    bindings, other accelerators' plugins) stays out of the unpacked folder."""
+    spec = spec_for("tflite")
+    assert spec.pinned_wheel == pins.LITERT_PIN
+    dist, version = pins.LITERT_PIN.split("==")
+    lib = "ai_edge_litert/libLiteRt.so"
+    info = f"ai_edge_litert-{version}.dist-info"
+    others = ["ai_edge_litert/libpywrap_litert_common.so", "ai_edge_litert/__init__.py",
+              "ai_edge_litert/vendors/qualcomm/compiler/libLiteRtCompilerPlugin_Qualcomm.so"]
+    record = "".join(f"{n},,\n" for n in [lib, *others, f"{info}/METADATA", f"{info}/RECORD"])
+    (cache / "wheels").mkdir(parents=True)
+    make_wheel(cache / "wheels" / wheel_name("ai_edge_litert", version), {
+        f"{info}/METADATA": (f"Name: {dist}\nVersion: {version}\n".encode(), 0o644),
+        f"{info}/RECORD": (record.encode(), 0o644),
+        lib: (b"\x7fELF", 0o644),
+        **{n: (b"\x7fELF", 0o644) for n in others},
+    })
+    fw = variants.pinned_framework(spec)
+    assert (fw.distribution, fw.version) == (dist, version)
+    assert fw.libraries == (fw.site_packages / lib,)
+    assert fw.site_packages.parent == cache / "frameworks"
+    got = sorted(str(p.relative_to(fw.site_packages)) for p in fw.site_packages.rglob("*")
+                 if p.is_file())
+    assert got == [".complete", f"{info}/METADATA", f"{info}/RECORD", lib]
+
+
+def test_a_backend_from_a_pinned_wheel_is_not_built_side_by_side() -> None:
+    with pytest.raises(BuildError, match="TensorFlow Lite .* cannot be built side by side"):
+        variants.parse_request("ai-edge-litert==2.2.0")
+
+
 # --- side-by-side folders in a tree ----------------------------------------------------------
 
 def backend_folder(backends: Path, name: str, **header: str) -> Path:
