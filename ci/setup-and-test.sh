@@ -47,6 +47,11 @@ else
     run_pass "redis-7.0, the whole suite" tests "$@"
 fi
 
+# The TFLITE backend's tests (models made by TensorFlow's converter, compared bit for bit with
+# tf.lite.Interpreter; persistence, replication, 16 concurrent clients), in every pass below.
+tflite=(tests/models/test_tflite_runs.py tests/models/test_tflite_errors.py
+        tests/models/test_tflite_persistence.py tests/models/test_tflite_concurrency.py)
+
 if [ "$#" -eq 0 ]; then
     # The engine's own tests again with every backend kind in a backend host process
     # (docs/isolation.md): models, scripts and their callbacks, DAGs, batching,
@@ -55,7 +60,8 @@ if [ "$#" -eq 0 ]; then
         tests/models/test_models.py tests/scripts/test_scripts.py \
         tests/execution/test_dag.py tests/execution/test_batching.py \
         tests/persistence/test_persistence.py tests/persistence/test_replication.py \
-        tests/execution/test_timeouts.py tests/security/test_script_acl.py
+        tests/execution/test_timeouts.py tests/security/test_script_acl.py \
+        "${tflite[@]}"
 
     # The fault soak (docs/isolation.md, "The fault soak"): 16 clients for 60 s while hosts
     # are killed, fail to spawn and hold their re-creation, and models are stored and
@@ -81,7 +87,7 @@ if [ "$#" -eq 0 ]; then
             tests/persistence/test_replication.py tests/execution/test_slowlog_round_trip.py
             tests/security/test_script_acl.py tests/security/test_module_call_acl.py
             tests/security/test_server_api_memory.py tests/stats/test_stats_info.py
-            tests/backends/test_backend_loading.py tests/compat)
+            tests/backends/test_backend_loading.py tests/compat "${tflite[@]}")
     run_pass "redis-7.4, the subset" --server redis-7.4 "${subset[@]}"
     run_pass "valkey-8.1, the subset" --server valkey-8.1 "${subset[@]}"
     run_pass "redis-8.0, the subset" --server redis-8.0 "${subset[@]}"
@@ -95,7 +101,8 @@ if [ "$#" -eq 0 ]; then
         tests/persistence/test_rdb_legacy.py tests/persistence/test_rdb_both_ways.py \
         tests/execution/test_worker_spin.py tests/execution/test_completion.py \
         tests/execution/test_request_life.py tests/security/test_server_api_memory.py \
-        tests/execution/test_write_pause.py tests/persistence/test_digest.py
+        tests/execution/test_write_pause.py tests/persistence/test_digest.py \
+        "${tflite[@]}"
 
     # The cluster tests on Valkey too (slots moving under runs, resharding and failover under
     # load): its cluster bus and failover are its own code since the fork.

@@ -148,6 +148,12 @@ def onnx_server(start_server: StartServer, onnx_backend_path: pathlib.Path) -> R
 
 
 @pytest.fixture(scope="module")
+def tflite_server(start_server: StartServer, tflite_backend_path: pathlib.Path) -> RedisServer:
+    """A server with the module and the TFLITE (LiteRT) backend loaded at load time."""
+    return start_server(["TFLITE", str(tflite_backend_path)])
+
+
+@pytest.fixture(scope="module")
 def all_backends_server(start_server: StartServer,
                         all_backend_paths: dict[str, pathlib.Path]) -> RedisServer:
     """A server with TF, TORCH and ONNX loaded at load time, in that order."""
@@ -217,8 +223,8 @@ def fixture_backends(tmp_path_factory: pytest.TempPathFactory) -> FixtureBackend
     return build_fixture_backends(tmp_path_factory.mktemp("fixture_backends"))
 
 
-# A test that needs the Torch or ONNX Runtime backend skips (with the path in the reason) only
-# when that backend is absent from the install tree; CI builds all three, so there they run.
+# A test that needs the Torch, ONNX Runtime or TFLITE backend skips (with the path in the reason) only
+# when that backend is absent from the install tree; CI builds them all, so there they run.
 
 def _require_backend(install_dir: pathlib.Path, name: str, what: str) -> pathlib.Path:
     path = backend_file(install_dir, name)
@@ -237,6 +243,11 @@ def torch_backend_path(install_dir: pathlib.Path) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def onnx_backend_path(install_dir: pathlib.Path) -> pathlib.Path:
     return _require_backend(install_dir, "onnxruntime", "ONNX")
+
+
+@pytest.fixture(scope="session")
+def tflite_backend_path(install_dir: pathlib.Path) -> pathlib.Path:
+    return _require_backend(install_dir, "tflite", "TFLITE")
 
 
 @pytest.fixture(scope="session")

@@ -98,3 +98,32 @@ def framework_error(fn: Callable[[], Any]) -> str:
                 msg = msg[len(prefix):]
         return msg
     raise AssertionError("the framework accepted what the server must refuse")
+
+
+def execute(c: RawClient, key: str, inputs: list[np.ndarray], nout: int,
+            prefix: str = "") -> list[np.ndarray]:
+    """Stores `inputs` as tensors <prefix>in0.., runs AI.MODELEXECUTE with them (positional),
+    returns the outputs <prefix>out0.. as arrays."""
+    in_keys = [f"{prefix}in{i}" for i in range(len(inputs))]
+    out_keys = [f"{prefix}out{i}" for i in range(nout)]
+    for k, a in zip(in_keys, inputs):
+        put(c, k, a)
+    assert_ok(c.execute("AI.MODELEXECUTE", key, "INPUTS", len(in_keys), *in_keys,
+                        "OUTPUTS", nout, *out_keys))
+    return [get(c, k) for k in out_keys]
+
+
+def assert_exact(got: np.ndarray, want: np.ndarray) -> None:
+    """Same dtype, shape and bits (np.array_equal): a model run by a backend against the
+    framework's own run of the same blob on the same input."""
+    assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    assert np.array_equal(got, want), f"values differ:\n got {got!r}\nwant {want!r}"
+
+
+def ai_info(c: RawClient, key: str) -> dict[str, Any]:
+    """AI.INFO key as a dict (key, type, backend, device, tag, duration, samples, calls,
+    errors)."""
+    reply = c.execute("AI.INFO", key)
+    assert isinstance(reply, list) and len(reply) == 18, f"AI.INFO {key}: {reply!r}"
+    return {reply[i].decode(): reply[i + 1] for i in range(0, 18, 2)}
