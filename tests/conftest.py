@@ -224,14 +224,19 @@ def fixture_backends(tmp_path_factory: pytest.TempPathFactory) -> FixtureBackend
 
 
 # A test that needs the Torch, ONNX Runtime or TFLITE backend skips (with the path in the reason) only
-# when that backend is absent from the install tree; CI builds them all, so there they run.
+# when that backend is absent from the install tree. CI builds them all and sets
+# REDISAI_TEST_REQUIRE_BACKENDS=1 (ci/setup-and-test.sh), so there an absent backend fails the
+# test instead of passing it silently.
 
 def _require_backend(install_dir: pathlib.Path, name: str, what: str) -> pathlib.Path:
     path = backend_file(install_dir, name)
     if not path.is_file():
-        pytest.skip(f"{what} backend not built: {path} is absent from the install tree "
-                    f"(backends/{name}/ has no sources, or `python -m build_tools build` "
-                    "has not run since they arrived)")
+        why = (f"{what} backend not built: {path} is absent from the install tree "
+               f"(backends/{name}/ has no sources, or `python -m build_tools build` "
+               "has not run since they arrived)")
+        if os.environ.get("REDISAI_TEST_REQUIRE_BACKENDS") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
     return path
 
 
