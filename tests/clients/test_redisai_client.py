@@ -1,5 +1,7 @@
 """The PyPI `redisai` client (1.3.0) drives the server unchanged: numpy tensors, model
-store and execute for TF, TORCH and ONNX, script store and execute.
+store and execute for TF, TORCH, ONNX and TFLITE (a quantized uint8 MNIST-sized CNN made by
+TensorFlow's converter, outputs compared bit for bit with tf.lite.Interpreter's), script store
+and execute.
 
 The client needs redis<5, so it lives in its own virtual env, .venv-client/ (made by
 `python3 -m build_tools setup`). This test makes the models with the real frameworks in
@@ -16,6 +18,7 @@ import pytest
 
 import onnx_models as om
 import tf_graphs
+import tflite_models
 import torch_models as tm
 from paths import ROOT
 from redis_server import RedisServer
@@ -46,7 +49,8 @@ def client_python():
     return CLIENT_PYTHON
 
 
-def test_pypi_redisai_client(module_path, all_backend_paths, client_python, tmp_path):
+def test_pypi_redisai_client(module_path, all_backend_paths, tflite_backend_path, client_python,
+                             tmp_path):
     art = tmp_path / "artifacts"
     art.mkdir()
     (art / "tf_mul.pb").write_bytes(tf_graphs.mul_graph())
@@ -57,9 +61,14 @@ def test_pypi_redisai_client(module_path, all_backend_paths, client_python, tmp_
     np.save(art / "cnn_torch.npy", tm.cnn().run(x)[0])
     np.save(art / "cnn_onnx.npy", om.cnn().run(x)[0])
     (art / "script.py").write_text(CLIENT_SCRIPT)
+    quantized = tflite_models.cnn_uint8()
+    (art / "mnist_uint8.tflite").write_bytes(quantized.blob)
+    qx = quantized.sample(seed=7, batch=2)[0]
+    np.save(art / "mnist_uint8_x.npy", qx)
+    np.save(art / "mnist_uint8_y.npy", tflite_models.reference(quantized, [qx])[0])
 
     args: list[str] = []
-    for kind, path in all_backend_paths.items():
+    for kind, path in {**all_backend_paths, "TFLITE": tflite_backend_path}.items():
         args += [kind, str(path)]
     srv = RedisServer(module_path, args)
     try:
@@ -69,7 +78,8 @@ def test_pypi_redisai_client(module_path, all_backend_paths, client_python, tmp_
         assert res.returncode == 0, f"client check failed ({res.returncode}):\n{out}"
         assert "ALL OK" in res.stdout, out
         for line in ("tensorset/tensorget with numpy", "TF modelstore/modelexecute",
-                     "TORCH modelstore", "ONNX modelstore", "scriptstore/scriptget/scriptexecute",
+                     "TORCH modelstore", "ONNX modelstore", "TFLITE quantized MNIST",
+                     "scriptstore/scriptget/scriptexecute",
                      "scriptset/scriptrun/scriptdel", "errors"):
             assert f"ok: {line}" in res.stdout, out
         assert srv.alive(), srv.log()

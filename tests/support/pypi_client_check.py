@@ -7,7 +7,8 @@ prints one line per step, then `ALL OK`; any failure is a traceback and exit cod
     python pypi_client_check.py PORT ARTIFACT_DIR
 
 ARTIFACT_DIR holds what the test made with the real frameworks (this venv has none):
-tf_mul.pb, torch_cnn.pt, onnx_cnn.onnx, cnn_x.npy, cnn_torch.npy, cnn_onnx.npy and
+tf_mul.pb, torch_cnn.pt, onnx_cnn.onnx, cnn_x.npy, cnn_torch.npy, cnn_onnx.npy,
+mnist_uint8.tflite with mnist_uint8_x.npy and tf.lite.Interpreter's mnist_uint8_y.npy, and
 script.py (a TorchScript source with entry points bar, counts, tuple_out and a legacy
 function legacy_add).
 """
@@ -89,6 +90,31 @@ def main() -> int:
                                atol=1e-6)
     assert con.modeldel("pt") == "OK"
     step("modelrun/modeldel")
+
+    # --- TFLITE: a quantized MNIST-sized CNN, raw uint8 tensors in and out, as in 1.2 ----
+    blob = (art / "mnist_uint8.tflite").read_bytes()
+    assert con.modelstore("tfl", "TFLITE", "CPU", blob, tag="q") == "OK"
+    meta = con.modelget("tfl", meta_only=True)
+    assert meta["backend"] == "TFLITE" and meta["tag"] == "q" and len(meta["inputs"]) == 1, meta
+    assert con.modelget("tfl")["blob"] == blob
+    qx = np.load(art / "mnist_uint8_x.npy")
+    assert con.tensorset("qx", qx) == "OK"
+    assert con.modelexecute("tfl", inputs=["qx"], outputs=["qy"]) == "OK"
+    qy = con.tensorget("qy")
+    want = np.load(art / "mnist_uint8_y.npy")
+    assert qy.dtype == np.uint8 and qy.shape == want.shape and np.array_equal(qy, want), (qy, want)
+    assert con.modelrun("tfl", inputs=["qx"], outputs=["qy2"]) == "OK"
+    assert np.array_equal(con.tensorget("qy2"), want)
+    info = con.infoget("tfl")
+    assert info["backend"] == "TFLITE" and int(info["calls"]) == 2, info
+    try:
+        con.tensorset("fx", qx.astype(np.float32))
+        con.modelexecute("tfl", inputs=["fx"], outputs=["qy3"])
+        raise AssertionError("a FLOAT tensor into the uint8 model was accepted")
+    except redis.exceptions.ResponseError as exc:
+        assert str(exc) == ("Input tensor type doesn't match the type expected by the model "
+                            "definition"), exc
+    step("TFLITE quantized MNIST")
 
     # --- scripts ------------------------------------------------------------------------
     source = (art / "script.py").read_text()
