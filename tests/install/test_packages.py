@@ -24,6 +24,7 @@ import pytest
 
 import onnx_models as om
 import tf_graphs
+import tflite_models
 import torch_models as tm
 from model_io import assert_same, get, put
 from paths import ROOT, find_install_dir
@@ -149,7 +150,7 @@ def _mapped_files(pid: int) -> set[str]:
 
 @pytest.mark.inprocess_only("reads the frameworks from redis-server's own maps")
 def test_installed_tree_runs_a_model_on_every_backend_without_a_venv(installed: Path) -> None:
-    tf_blob, tfl_blob = tf_graphs.mul_graph(), tf_graphs.mul_tflite()
+    tf_blob, tfl_blob = tf_graphs.mul_graph(), tflite_models.mul(2)
     pt, ox = tm.cnn(), om.cnn()
     args: list[str] = []
     for keyword, kind in KINDS.items():

@@ -34,6 +34,7 @@ import pytest
 
 import engine_models as em
 import tf_graphs
+import tflite_models
 from model_io import get, put
 from paths import ROOT
 from redis_server import free_port
@@ -162,7 +163,7 @@ def _run_every_backend(c: RawClient) -> None:
         "onnx": c.execute("AI.MODELSTORE", "m_onnx", "ONNX", "CPU", "BLOB",
                           em.onnx_minus_one_model()),
         "tflite": c.execute("AI.MODELSTORE", "m_tfl", "TFLITE", "CPU", "BLOB",
-                            tf_graphs.mul_tflite()),
+                            tflite_models.mul(2)),
     }
     assert stores == {"tf": "OK", "torch": "OK", "onnx": "OK", "tflite": "OK"}, stores
     for key, ins, out in (("m_tf", ["x"], "y_tf"), ("m_torch", ["x"], "y_torch"),

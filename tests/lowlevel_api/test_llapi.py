@@ -37,6 +37,7 @@ import pytest
 import engine_models
 import onnx_models as om
 import tf_graphs
+import tflite_models
 import torch_models as tm
 from helpers import assert_error, assert_error_startswith, assert_ok, wait_until
 from model_io import get, put
@@ -161,6 +162,8 @@ MODELS = {
     "TF": TwoInputModel("TF", tf_graphs.mul_graph, "mul", lambda a, b: a * b),
     "TORCH": TwoInputModel("TORCH", lambda: tm.add().blob, "c", lambda a, b: a + b),
     "ONNX": TwoInputModel("ONNX", lambda: om.add().blob, "c", lambda a, b: a + b),
+    # RAI_LLAPI_BACKEND_TFLITE: inputs by position, loaded lazily from BACKENDSPATH
+    "TFLITE": TwoInputModel("TFLITE", lambda: tflite_models.mul(3), "c", lambda a, b: a * b),
 }
 A = np.array([[1.5, -2.0, 3.0], [4.0, 0.25, -6.0]], np.float32)
 B = np.array([[2.0, 3.0, -1.0], [0.5, 8.0, 2.0]], np.float32)
@@ -612,6 +615,9 @@ def test_info_counts_a_run_whose_context_does_not_fit(c: RawClient, model: TwoIn
     call and an error, as a failed command run does (RedisAI 1.2: that run and one good run of
     a TF model on 2x2 inputs give calls 2, errors 1, samples 2). ModelRun counts it too, once
     per run context."""
+    if model.backend == "TFLITE":
+        pytest.skip("counts runs on 2x2 inputs, a shape the 3-column TFLITE model refuses "
+                    "(LiteRT cannot resize it: docs/backends.md, TFLITE)")
     store(c, model)
     put(c, "a", A[:, :2])
     put(c, "b", B[:, :2])

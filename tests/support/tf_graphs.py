@@ -113,19 +113,3 @@ def slow_graph() -> bytes:
 
 def tensorflow_version() -> str:
     return _tf().__version__
-
-
-@functools.cache
-def mul_tflite() -> bytes:
-    """A TensorFlow Lite model (flatbuffer, TF's own converter) for the TFLITE backend:
-    float32 [2, 2] inputs `a`, `b` in that order; one output, a * b."""
-    tf = _tf()
-    spec = tf.TensorSpec([2, 2], tf.float32)
-
-    @tf.function(input_signature=[spec, spec])
-    def mul(a: Any, b: Any) -> Any:
-        return tf.multiply(a, b)
-
-    converter = tf.lite.TFLiteConverter.from_concrete_functions(
-        [mul.get_concrete_function()], mul)
-    return converter.convert()

@@ -305,3 +305,22 @@ def tflite_runtime_version() -> str:
     """The LiteRT version RedisAI 1.2's INFO reports for its TFLite backend
     (ai_TensorFlowLite_version): the pinned ai-edge-litert, 2.3.0."""
     return "2.3.0"
+
+
+@functools.cache
+def mul(cols: int) -> bytes:
+    """a * b on float32 [n, cols] inputs `a` and `b`, in that (subgraph) order, checked; one
+    output; n is a batch (converted as None): the install and LLAPI tests' small model."""
+    tf = _tf()
+    spec = tf.TensorSpec([None, cols], tf.float32)
+
+    @tf.function(input_signature=[spec, spec])
+    def fn(a: Any, b: Any) -> Any:
+        return tf.multiply(a, b)
+
+    blob = tf.lite.TFLiteConverter.from_concrete_functions([fn.get_concrete_function()], fn).convert()
+    names = [d["name"] for d in _interpreter(blob).get_input_details()]
+    if len(names) != 2 or "a" not in names[0] or "b" not in names[1]:
+        raise AssertionError(f"the converter ordered the inputs {names}, not a, b")
+    return blob
+
