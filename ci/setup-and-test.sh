@@ -57,8 +57,10 @@ tflite=(tests/models/test_tflite_runs.py tests/models/test_tflite_errors.py
 if [ "$#" -eq 0 ]; then
     # The engine's own tests again with every backend kind in a backend host process
     # (docs/isolation.md): models, scripts and their callbacks, DAGs, batching,
-    # persistence, replication, timeouts and the script ACL must not know the difference.
+    # persistence, replication, timeouts and the script ACL must not know the difference;
+    # damaged TFLITE models must not take the server down there either (about 15 s).
     run_pass "redis-7.0, isolated (--isolate all)" --isolate all \
+        tests/models/test_tflite_fuzz.py \
         tests/models/test_models.py tests/scripts/test_scripts.py \
         tests/execution/test_dag.py tests/execution/test_batching.py \
         tests/persistence/test_persistence.py tests/persistence/test_replication.py \
