@@ -1,5 +1,5 @@
 """A corrupted or hostile .tflite blob must not take the server down with default settings
-(docs/backends.md, "Bad TFLITE models"): every AI.MODELSTORE answers OK or one of the
+(docs/backends.md, "A bad TFLITE model"): every AI.MODELSTORE answers OK or one of the
 backend's error texts, every accepted model runs once and answers OK or a clear error, and
 the server keeps serving: PING, a known-good model's exact output, the same pid, no crash in
 its log (isolated: the same TFLITE host, never restarted).
@@ -97,7 +97,7 @@ def test_every_store_answers_and_the_server_keeps_serving(target: Target,
     counts = Counts()
     mutations = tflite_mutations.plan([(b.name, b.blob) for b in bases.values()], SEED, COUNT)
     fuzz(target, mutations, bases, bases["cnn_float"], GOOD, BATCH, counts)
-    print(counts.report())  # the figures of docs/backends.md, "Bad TFLITE models"
+    print(counts.report())  # the figures of docs/backends.md, "A bad TFLITE model"
     assert counts.findings == [], counts.report()
     assert sum(counts.stores.values()) == COUNT, counts.report()
     # The run reached every outcome it is there for: accepted models, run; clean refusals.
