@@ -180,5 +180,6 @@ def test_a_model_declaring_a_huge_input_does_not_stop_the_server(start_server,
     assert reply == "OK" or str(reply).startswith(STORE_TEXTS), reply
     assert srv.alive()
     # A store takes the main thread (as RedisAI 1.2's did), but for the cost of the blob it
-    # was given, not of what 4 KB can declare: 1 s is many times a loaded machine's PING.
-    assert worst[0] < 1.0, f"PING waited {worst[0]:.2f} s behind the store ({store_class(str(reply))})"
+    # was given, not of what 4 KB can declare: 0.5 s is many times a loaded machine's PING
+    # (the store of the fuzz's 4 KB models takes 3 ms; this one held PING 2.7-5.9 s).
+    assert worst[0] < 0.5, f"PING waited {worst[0]:.2f} s behind the store ({store_class(str(reply))})"
