@@ -5,10 +5,12 @@
 #define _GNU_SOURCE
 #include "tflite/tfl_instance.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tflite/tfl_memory.h"
 #include "tflite/tfl_read.h"
 
 static int indexOf(TflSignature sig, int input, TflTensor t, size_t n, size_t *out) {
@@ -113,13 +115,13 @@ size_t Tfl_LayoutElements(const TflLayout *l) {
 static void freeBuffers(TflInstance *in) {
     for (size_t i = 0; i < in->nin; i++) {
         if (in->in_buf[i]) tfl.DestroyTensorBuffer(in->in_buf[i]);
-        free(in->in_mem[i]);
+        Tfl_BufferFree(in->in_mem[i], in->in_bytes[i]);
         in->in_buf[i] = NULL;
         in->in_mem[i] = NULL;
     }
     for (size_t i = 0; i < in->nout; i++) {
         if (in->out_buf[i]) tfl.DestroyTensorBuffer(in->out_buf[i]);
-        free(in->out_mem[i]);
+        Tfl_BufferFree(in->out_mem[i], in->out_bytes[i]);
         in->out_buf[i] = NULL;
         in->out_mem[i] = NULL;
     }
@@ -226,21 +228,27 @@ TflInstance *TflInstance_Create(TflEnvironment env, TflModel model, const TflIfa
 
 static int makeBuffer(int type, const TflLayout *l, void **mem, size_t *bytes,
                       TflTensorBuffer *buf, char *why, size_t whylen) {
-    size_t size = Tfl_ElementSize(type) * Tfl_LayoutElements(l);
-    size_t alloc = size < TFL_BUFFER_ALIGN ? TFL_BUFFER_ALIGN
-                                           : (size + TFL_BUFFER_ALIGN - 1) / TFL_BUFFER_ALIGN * TFL_BUFFER_ALIGN;
-    if (posix_memalign(mem, TFL_BUFFER_ALIGN, alloc) != 0) {
-        *mem = NULL;
+    size_t size = Tfl_ElementSize(type);
+    for (int d = 0; d < TFL_LAYOUT_RANK(l); d++) {
+        size_t dim = l->dims[d] > 0 ? (size_t)l->dims[d] : 0;
+        if (__builtin_mul_overflow(size, dim, &size)) size = SIZE_MAX;
+    }
+    if (size > TFL_MAX_TENSOR_BYTES) {
+        snprintf(why, whylen, "a tensor of %zu bytes, more than the %zu a TFLITE tensor may have",
+                 size, TFL_MAX_TENSOR_BYTES);
+        return -1;
+    }
+    *mem = Tfl_BufferAlloc(size);
+    if (*mem == NULL) {
         snprintf(why, whylen, "out of memory");
         return -1;
     }
-    memset(*mem, 0, alloc);
+    *bytes = size;
     TflRankedType rt;
     memset(&rt, 0, sizeof(rt));
     rt.element_type = type;
     rt.layout.rank_bits = (uint32_t)TFL_LAYOUT_RANK(l);
     memcpy(rt.layout.dims, l->dims, sizeof(l->dims));
-    *bytes = size;
     TflStatus st = tfl.CreateTensorBufferFromHostMemory(&rt, *mem, size, NULL, buf);
     if (st != 0) {
         *buf = NULL;

@@ -20,8 +20,9 @@ The fuzz server and the validators it spawns run with a 1 GiB address space
 (support/tflite_fuzz.py, ADDRESS_SPACE): a mutated dim can declare a tensor of gigabytes,
 which is then refused for want of memory at once instead of taking a shared machine's.
 
-The last tests are the findings of the fuzz on the backend as it came, each marked
-xfail(strict=True) until backends/tflite handles it.
+The last tests are the findings of the fuzz on the backend as it first came (each failed
+there): models the validator accepted that then crashed the server at a run or a free, and a
+4 KB model declaring a 2.4 GB input that held Redis's main thread for seconds.
 """
 from __future__ import annotations
 
@@ -107,14 +108,13 @@ def test_every_store_answers_and_the_server_keeps_serving(target: Target,
 
 
 # --- findings ------------------------------------------------------------------------------------
-# What the fuzz found on the backend as committed with it (LiteRT 2.3.0); each test is expected
-# to fail until backends/tflite handles it, and then fails as an unexpected pass (strict), so
-# that its mark goes.
+# What the fuzz found on the backend as first committed (LiteRT 2.3.0), fixed since.
 
 # Accepted by the validator, then fatal in the server. A tensor index moved (io_index) makes an
 # operator write its output into a smaller tensor: CONV_2D's [1, 12, 12, 4] into the model's
-# [1, 10] output (2304 bytes into the 40 of the backend's output buffer) for the first; the
-# validator's one run on zeros, with no teardown, lets the overflow pass unseen.
+# [1, 10] output. The overrun lands in one of LiteRT's own blocks: glibc's heap, in the
+# validator, took it silently; Redis's jemalloc did not. The validator now fences every block
+# of its heap (tfl_check_malloc.c) and refuses such a model.
 SERVER_CRASHES = [
     ("cnn_float", "io_index", 2, 21),   # SIGSEGV in LiteRtRunCompiledModel, the first run
     ("cnn_float", "io_index", 4, 21),   # the second run fails; SIGSEGV destroying its instance
@@ -124,8 +124,6 @@ SERVER_CRASHES = [
 
 @pytest.mark.inprocess_only("isolated, the host dies and restarts, as ISOLATE is there for; "
                              "where it crashes depends on the heap around the overflow")
-@pytest.mark.xfail(strict=True, reason="finding (reported to backends/tflite): accepted by "
-                   "the validator, the model crashes the server at run or free")
 @pytest.mark.parametrize("base,kind,seed,index", SERVER_CRASHES)
 def test_an_accepted_model_runs_and_frees_without_a_crash(start_server, tflite_backend_path,
                                                           bases, base, kind, seed,
@@ -150,9 +148,6 @@ def _huge_input(bases: dict[str, Base]) -> bytes:
     return tflite_mutations.set_dim(bases["cnn_int8"].blob, 0, 1, 200_000_000)
 
 
-@pytest.mark.xfail(strict=True, reason="finding (reported to backends/tflite): the validator "
-                   "and then the backend allocate and clear every declared tensor while Redis's "
-                   "main thread waits; a 4 KB model declaring 2.4 GB stops PING for seconds")
 def test_a_model_declaring_a_huge_input_does_not_stop_the_server(start_server,
                                                                  tflite_backend_path,
                                                                  bases) -> None:
