@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -78,6 +79,15 @@ def _select_backends() -> list[Framework]:
             chosen.append(fw)
             continue
         fw = discover(spec)
+        if fw is None and sources:
+            # Skipping would lay the tree out without this backend, removing the one a
+            # server may be running from: refuse, and say which Python has the frameworks.
+            raise BuildError(
+                f"{spec.backend}: {spec.display_name} is not installed for {sys.executable} "
+                f"(no {' or '.join(spec.distributions)}), and backends/{spec.backend}/ has "
+                "sources: building without it would remove its backend from the install tree. "
+                "Run the build with the project's environment: .venv/bin/python -m build_tools "
+                "build (python3 -m build_tools setup makes .venv)")
         if fw is None:
             _say(f"{spec.backend}: skipped ({spec.display_name} not installed: "
                  f"no {' or '.join(spec.distributions)} in this environment)")
