@@ -1,5 +1,5 @@
 """Command line: python -m build_tools {setup,headers,servers,build,build-variant,check,serve,
-package,install-package,layers}."""
+package,install-package,layers,examples}."""
 from __future__ import annotations
 
 import argparse
@@ -91,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
                         "redisai.so takes a backend as a BACKENDSPATH folder")
     i.add_argument("--force", action="store_true",
                    help="replace files or a backend folder already there")
+    e = sub.add_parser("examples", help="make the model files the docs' examples use "
+                                        "(addmul.pt, graph.pb, add.onnx, mul.tflite)")
+    e.add_argument("--out", type=Path, default=paths.ROOT / "examples",
+                   help="folder (default: examples/ of this checkout)")
     sub.add_parser("layers", help="check the layer order of the C sources' includes, and of "
                                   "the calls of the last build (docs/architecture.md); print "
                                   "the include-graph figures")
@@ -156,6 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "install-package":
             from .install_package import install_package
             return 0 if install_package(args.archive, args.dest, args.force) else 1
+        elif args.command == "examples":
+            from .examples import make_examples
+            make_examples(args.out)
         elif args.command == "layers":
             from . import layers
             problems = layers.check()
