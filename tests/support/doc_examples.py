@@ -10,7 +10,8 @@ A page marks each example on the line just before its fence:
 An example is a fenced block in `sh`, `bash`, `console` or `python`, or one with a line that
 starts with `redis-cli ` or `$ `. A shell session's commands are its `$ ` lines, or, in a
 block without prompts, its `redis-cli` lines (`#` lines there are comments); a command whose
-line ends in a backslash goes on on the next line. What follows a command up to the next one is
+line ends in a backslash, or that bash does not read as whole yet (a `for` loop before its
+`done`), goes on on the next line. What follows a command up to the next one is
 its output. In an expected output a line `...` stands for any lines, `...` within a line for any
 text, and `<clone>` for the path of the clone. A Python script's output is written as a comment
 on each `print(` line.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
 from pathlib import Path
 
 MARK = re.compile(r"^<!--\s*example(?::\s*(.*?))?\s*-->\s*$")
@@ -77,6 +79,11 @@ def is_example(block: Block) -> bool:
     return any(line.startswith(("redis-cli ", "$ ")) for line in block.text.splitlines())
 
 
+def _complete(command: str) -> bool:
+    """Whether bash reads `command` as whole (a `for ... do` goes on until its `done`)."""
+    return subprocess.run(["bash", "-n", "-c", command], capture_output=True).returncode == 0
+
+
 def steps(block: Block) -> list[Step]:
     lines = block.text.splitlines()
     prompts = any(line.startswith("$ ") for line in lines)
@@ -94,7 +101,8 @@ def steps(block: Block) -> list[Step]:
         if not is_command(line):
             raise ValueError(f"{block.where}: output before any command: {line!r}")
         command = [line[2:] if prompts else line]
-        while command[-1].endswith("\\"):
+        while (command[-1].endswith("\\") or not _complete("\n".join(command))) \
+                and i + 1 < len(lines):
             i += 1
             command.append(lines[i])
         i += 1
@@ -125,7 +133,11 @@ def output_pattern(expected: tuple[str, ...] | list[str], clone: str) -> re.Patt
     return re.compile("".join(parts) + r"\Z")
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def output_matches(expected: tuple[str, ...] | list[str], actual: str, clone: str) -> bool:
-    lines = actual.splitlines()
+    """Whether `actual` reads as `expected`; colours are what a terminal shows, not text."""
+    lines = ANSI.sub("", actual).splitlines()
     text = "".join(line + "\n" for line in lines)
     return output_pattern(expected, clone).match(text) is not None
