@@ -3,14 +3,19 @@ install tree to measure, medians, and the result file with the machine it was me
 
 * Client: RESP2 over one socket, the last argument sent without a copy;
 * find_install / parse_installs: the tree(s) given, else the newest install/redisai-*/;
+* add_out_option / default_out: --out DIR, by default a scratch folder outside the repository
+  ($XDG_CACHE_HOME/redisai-bench, else ~/.cache/redisai-bench), so that a run never changes a
+  committed result; `--out bench/results` refreshes one deliberately;
 * write_result: <out>/<name>.json, with `machine` (machine_facts()) added when the benchmark
-  did not record it: CPUs, their model, the kernel, Python, the Redis server, the load.
+  did not record it: CPUs, their model, the kernel, Python, the Redis server, the load; it
+  prints the path it wrote (wrote() for a benchmark's other files).
 
 Importing it puts tests/support/ (RedisServer, the model makers) and the repository root on
 sys.path, as every benchmark needs. The list of benchmarks: bench/run (bench/README.md).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pathlib
@@ -19,6 +24,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -164,15 +170,40 @@ def machine_facts() -> dict:
             "server_version": _server_version(exe), "loadavg": os.getloadavg()}
 
 
+def default_out() -> pathlib.Path:
+    """Where a benchmark writes without --out: $XDG_CACHE_HOME/redisai-bench, else
+    ~/.cache/redisai-bench (as build_tools keeps its cache), never inside the repository, so that
+    a run leaves the committed results of bench/results/ alone. A cache folder set inside the
+    repository gives way to the system's temporary folder."""
+    cache = os.environ.get("XDG_CACHE_HOME")
+    folder = (pathlib.Path(cache) if cache else pathlib.Path.home() / ".cache") / "redisai-bench"
+    if folder.resolve().is_relative_to(ROOT.resolve()):
+        folder = pathlib.Path(tempfile.gettempdir()) / f"redisai-bench-{os.getuid()}"
+    return folder
+
+
+def add_out_option(ap: argparse.ArgumentParser, what: str = "the result JSON") -> None:
+    """--out DIR for a benchmark that writes result files (opts.out, a Path)."""
+    ap.add_argument("--out", type=pathlib.Path, default=default_out(), metavar="DIR",
+                    help=f"folder of {what} (default: {default_out()}, outside the repository; "
+                         "--out bench/results refreshes a committed result)")
+
+
+def wrote(path: pathlib.Path) -> pathlib.Path:
+    """Says that a benchmark wrote path (every file it writes is printed)."""
+    print(f"wrote {path}", flush=True)
+    return path
+
+
 def write_result(out: str | pathlib.Path, name: str, doc: dict) -> pathlib.Path:
     """doc as <out>/<name>.json (the folder made if needed): a benchmark's result file, with
-    `machine` (machine_facts()) unless the benchmark recorded it already."""
+    `machine` (machine_facts()) unless the benchmark recorded it already; prints its path."""
     folder = pathlib.Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.json"
     doc.setdefault("machine", machine_facts())
     path.write_text(json.dumps(doc, indent=1))
-    return path
+    return wrote(path)
 
 
 def timed(fn) -> float:

@@ -16,7 +16,7 @@ for that input, so a batch sliced wrongly would be caught. One worker thread per
 (the default); the benchmark starts its own redis-server on a free port and stops it.
 Bounded: about a minute (--quick: about half).
 
-    python bench/bench_batching_dag.py [--install DIR] [--quick] [--clients N] [--seconds S]
+    bench/run batching_dag [--install DIR] [--quick] [--clients N] [--seconds S]
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The module against the serving stacks a user would pick instead: same ONNX files, same inputs.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_compare.py [--quick] [--reps N] [--seconds S]
-    PYTHONPATH=. .venv/bin/python bench/bench_compare.py --markdown bench/results/compare-STAMP.json
+    bench/run compare [--quick] [--reps N] [--seconds S] [--out DIR]
+    bench/run compare --markdown bench/results/compare-STAMP.json
 
 Run after the project's build (`python -m build_tools build`). It sets up what it needs,
 idempotently: .venv-compare/ (FastAPI, uvicorn, nvidia-pytriton and the project's ONNX
@@ -32,9 +32,10 @@ Runtime pin, build_tools/pins.py) and Debian's wrk. Then, on this machine:
   after a 1 s warm-up); req/s, p50/p99 latency and server CPU per request (utime+stime
   of the server's processes and all their descendants: uvicorn's workers, tritonserver
   and its python stubs, PyTriton's process). Medians over repetitions, with min-max.
-  Results: bench/results/compare-<UTC stamp>.json (machine, versions, settings, every
-  repetition), and the table printed (--markdown prints it again from a results file:
-  the README's and docs' figures come from there).
+  Results: <out>/compare-<UTC stamp>.json (machine, versions, settings, every
+  repetition; --out DIR, by default a folder outside the repository: bench/README.md), and
+  the table printed (--markdown prints it again from a results file; the README's and docs'
+  figures come from a file under bench/results/, made with --out bench/results).
 
 Not measured here:
 * RedisAI 1.2 itself: its source and releases are on GitHub and its own download site,
@@ -349,7 +350,7 @@ def main() -> int:
     ap.add_argument("--big-mib", type=int, default=128, help="size of the big model's initializer")
     ap.add_argument("--install", help="install tree (default: newest install/redisai-*/)")
     ap.add_argument("--build", default=str(HERE.parent / "build"), help="configured build folder")
-    ap.add_argument("--out", default=str(HERE / "results"), help="folder of the results JSON")
+    base.add_out_option(ap)
     ap.add_argument("--module-setting", action="append", default=[], metavar='LABEL="ARGS"',
                     help="also serve with these module arguments (e.g. "
                          'tpq1="THREADS_PER_QUEUE 1 INTRA_OP_PARALLELISM 1"): the module\'s rows '
@@ -359,7 +360,12 @@ def main() -> int:
                     help="rewrite the tables of README.md and docs/performance.md from a results file")
     opts = ap.parse_args()
     if opts.update_docs:
-        for page in compare_report.update_docs(pathlib.Path(opts.update_docs)):
+        results = pathlib.Path(opts.update_docs)
+        if not results.resolve().is_relative_to(HERE.parent):
+            raise SystemExit(f"--update-docs {results}: the pages name their results file, so it "
+                             "must be in the repository: run with --out bench/results, or copy "
+                             "the file there")
+        for page in compare_report.update_docs(results):
             print(f"rewrote {page}")
         return 0
     if opts.markdown:
@@ -416,7 +422,7 @@ def main() -> int:
     path = base.write_result(opts.out, f"compare-{stamp}", doc)
     print()
     print(compare_report.markdown(doc, _shown(path)))
-    print(f"\nwrote {path}; total {time.perf_counter() - t_start:.0f} s")
+    print(f"total {time.perf_counter() - t_start:.0f} s")
     return 0
 
 

@@ -18,9 +18,10 @@ finished request waits for before its reply, and what Redis's main thread waits 
 
 Each install tree (`--install LABEL=DIR`, repeatable; none: the newest install/redisai-*/) gets
 fresh servers per round, the trees alternating round by round. Writes
-bench/results/completion-<stamp>.json.
+<out>/completion-<stamp>.json (--out DIR; by default a folder outside the repository,
+bench/README.md).
 
-    PYTHONPATH=. .venv/bin/python bench/bench_completion.py [--install before=OLD
+    bench/run completion [--install before=OLD
         --install after=NEW] [--rounds 3] [--seconds 4] [--big-mb 400] [--parts mixed,restart]
 """
 from __future__ import annotations
@@ -213,7 +214,7 @@ def main() -> int:
     ap.add_argument("--big-mb", type=int, default=400)
     ap.add_argument("--parts", default="mixed,restart")
     ap.add_argument("--build", default=str(HERE.parent / "build"))
-    ap.add_argument("--out", default=str(HERE / "results"))
+    base.add_out_option(ap)
     opts = ap.parse_args()
     trees = [(label or tree.name, tree) for label, tree in base.parse_installs(opts.install)]
     parts = opts.parts.split(",")
@@ -268,7 +269,6 @@ def main() -> int:
         "settings": {"rounds": opts.rounds, "seconds": opts.seconds, "big_mb": opts.big_mb,
                      "load_clients": LOAD_CLIENTS, "rows_long": ROWS_LONG, "width": WIDTH},
         "results": results})
-    print(f"\nwrote {path}")
     return 0
 
 

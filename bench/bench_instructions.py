@@ -50,11 +50,12 @@ it); INFO's `ai_inline_runs` checks which path every request took.
 Each run starts a fresh server (Redis hashes its tables with a seed drawn per process, so
 runs differ a little where windows of one server do not); --runs 2 (the default) shows how far
 the counts repeat. After each, PING, SET and GET of 1 KB on Redis without the module: what
-loading it costs every command. Writes bench/results/instructions-<UTC timestamp>.json and
-prints the tables and the ratios. About 2 minutes a run (--quick: 1).
+loading it costs every command. Writes <out>/instructions-<UTC timestamp>.json
+(--out DIR; by default a folder outside the repository, bench/README.md) and prints the
+tables and the ratios. About 2 minutes a run (--quick: 1).
 
-    python bench/bench_instructions.py [--install DIR] [--runs 2] [--shipped-runs 1] [--quick]
-                                       [--keep-dumps DIR]
+    bench/run instructions [--install DIR] [--runs 2] [--shipped-runs 1] [--quick]
+        [--keep-dumps DIR]
 """
 from __future__ import annotations
 
@@ -574,7 +575,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3,
                     help="windows per workload on the same server (the table shows the smallest)")
     ap.add_argument("--quick", action="store_true", help="fewer requests per workload")
-    ap.add_argument("--out", default=str(HERE / "results"), help="folder of the JSON")
+    base.add_out_option(ap)
     ap.add_argument("--keep-dumps", default=None, metavar="DIR",
                     help="keep every window's callgrind dump there "
                          "(callgrind_annotate --threshold=100 FILE)")
@@ -604,7 +605,7 @@ def main() -> int:
            "spread": spread(repeat) if len(repeat) > 1 else [],
            "window_spread": [window_spread(run) for run in runs]}
     path = base.write_result(opts.out, f"instructions-{stamp}", doc)
-    print(f"\nwrote {path}; total {time.perf_counter() - t0:.0f} s")
+    print(f"total {time.perf_counter() - t0:.0f} s")
     return 0
 
 

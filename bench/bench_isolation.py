@@ -6,13 +6,13 @@ client, interleaved so that drift affects both alike:
 
 * trivial model p50/p99 (ONNX Add and TorchScript add on [2,2] FLOAT), sequential
   AI.MODELEXECUTE over one connection; the difference of the p50s is the isolation overhead
-  (target: at most 30 us);
+  (target: at most 30 us, docs/performance.md#targets);
 * the MNIST-sized CNN (ONNX and TorchScript) at 32 clients: runs per second of each server and
   the ratio (target: at least 0.9);
 * host restart time per kind (TF, TORCH, ONNX): from SIGKILL of the host to the first
   successful run of a stored model, and the supervisor's own spawn-to-hello figure.
 
-    python bench/bench_isolation.py [--install DIR] [--quick]
+    bench/run isolation [--install DIR] [--quick]
 """
 from __future__ import annotations
 
@@ -136,12 +136,14 @@ def restart_time(c: base.Client, kind: str, run: tuple, rounds: int) -> list[flo
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--install")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", choices=["latency", "throughput", "restart"])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--install", help="install tree (default: newest install/redisai-*/)")
+    ap.add_argument("--quick", action="store_true", help="fewer requests, shorter runs")
+    ap.add_argument("--only", choices=["latency", "throughput", "restart"],
+                    help="measure only this (default: all three)")
     ap.add_argument("--threads-per-queue", type=int, default=1,
-                    help="THREADS_PER_QUEUE of both servers (default 1, the issue's setting)")
+                    help="THREADS_PER_QUEUE of both servers (default 1: one worker each, so "
+                         "that the servers differ in isolation only)")
     args = ap.parse_args()
     want = {args.only} if args.only else {"latency", "throughput", "restart"}
     install = base.find_install(args.install)

@@ -1,7 +1,7 @@
 """Isolated runs in flight against in-process (rai_load): 1 and 32 clients, the ring against the socket.
 
-Isolated runs in flight (issue 22 item 3; not a test): isolated vs in-process, before and
-after, in one run, with one client program.
+Isolated runs in flight (a benchmark, not a test): isolated vs in-process, in one run, with
+one client program.
 
 Four servers from the same install tree, all `THREADS_PER_QUEUE 1`, TORCH and ONNX loaded:
 
@@ -23,16 +23,17 @@ each round:
 1. the MNIST-sized CNN (TORCH, ONNX) at 32 clients: runs per second; ratio to in-process per
    round (target: isolated >= 0.9x);
 2. the trivial 2x2 model (TORCH, ONNX) at 1 client, PING interleaved on the connection: p50;
-   overhead = isolated p50 - in-process p50 per round (target: <= 30 us). In-process runs of
-   the trivial model are answered on the main thread (`INLINE_RUN_MAX_US`, default 50), which
-   isolated runs never are (a host that hangs must not hold Redis's main thread), so the
-   in-process server is measured a second time with `INLINE_RUN_MAX_US 0`
-   (`in-process-queued`: through its run queue, as when issue 13 set the target).
+   overhead = isolated p50 - in-process p50 per round (target: <= 30 us). With
+   `INLINE_RUN_MAX_US` set, in-process runs of the trivial model are answered on the main
+   thread, which isolated runs never are (a host that hangs must not hold Redis's main
+   thread), so the in-process server is measured a second time with `INLINE_RUN_MAX_US 0`
+   (`in-process-queued`: every run through its run queue; at the default, 0, the same code).
 
 Every server's output is compared with the framework's own result. Writes
-bench/results/isolation-async-<UTC timestamp>.json and prints medians and ranges.
+<out>/isolation-async-<UTC timestamp>.json (--out DIR; by default a folder outside the
+repository, bench/README.md) and prints medians and ranges.
 
-    python bench/bench_isolation_async.py [--install DIR] [--build DIR] [--rounds 3]
+    bench/run isolation_async [--install DIR] [--build DIR] [--rounds 3]
         [--seconds 4] [--requests 4000] [--sweep 1,2,4,8]
 
 With --sweep, the CNN is also measured at each of those client counts, every round, and the
@@ -154,7 +155,7 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=4000, help="per 1-client measurement")
     ap.add_argument("--sweep", default="",
                     help="more client counts for the CNN cell, e.g. 1,2,4,8 (ratios per count)")
-    ap.add_argument("--out", default=str(HERE / "results"))
+    base.add_out_option(ap)
     opts = ap.parse_args()
     if opts.rounds < 3:
         raise SystemExit("--rounds: at least 3")
@@ -282,7 +283,6 @@ def main() -> int:
            "settings": {"THREADS_PER_QUEUE": 1, "seconds": opts.seconds,
                         "requests": opts.requests, "clients_cnn": 32, "sweep": sweep}}
     path = base.write_result(opts.out, f"isolation-async-{stamp}", doc)
-    print(f"\nwrote {path}")
     return 0
 
 

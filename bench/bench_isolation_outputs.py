@@ -15,9 +15,11 @@ Every install tree given (`--install NAME=DIR`, the first is the baseline) gets 
 its own (`ISOLATE ONNX`, `THREADS_PER_QUEUE 1`), fresh every round, all up at once and
 measured in turn, the order rotating every round, with the same client. Prints p50 us per tree
 (the median of the rounds' medians, with their range), each tree / the first, and how many
-outputs each server used in place (INFO `outputs_in_place`). Writes bench/results/isolation-outputs-<stamp>.json.
+outputs each server used in place (INFO `outputs_in_place`). Writes
+<out>/isolation-outputs-<stamp>.json (--out DIR; by default a folder outside the repository,
+bench/README.md).
 
-    python bench/bench_isolation_outputs.py --install before=DIR --install after=DIR [--rounds 5]
+    bench/run isolation_outputs --install before=DIR --install after=DIR [--rounds 5]
 """
 from __future__ import annotations
 
@@ -83,6 +85,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--n", type=int, default=150, help="requests of each command a round")
     ap.add_argument("--sizes", help="output sizes in KiB, comma-separated (default: all)")
+    base.add_out_option(ap)
     args = ap.parse_args()
     sizes = [int(k) * KiB for k in args.sizes.split(",")] if args.sizes else SIZES
     specs = args.install or [f"this={base.find_install(None)}"]
@@ -131,9 +134,8 @@ def main() -> None:
         print(f"{'':>8} outputs used in place: "
               + ", ".join(f"{n} {placed[size][n]}" for n in names), flush=True)
         rows.append({"bytes": size, "in_place": placed[size]})
-    out = base.write_result(HERE / "results", f"isolation-outputs-{stamp}",
-                            {"trees": specs, "rounds": args.rounds, "n": args.n, "rows": rows})
-    print(f"wrote {out}")
+    base.write_result(args.out, f"isolation-outputs-{stamp}",
+                      {"trees": specs, "rounds": args.rounds, "n": args.n, "rows": rows})
 
 
 if __name__ == "__main__":

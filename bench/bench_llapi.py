@@ -14,7 +14,7 @@ compare paths, not payloads of equal size. Medians over a bounded loop; the benc
 llapitest (`cmake --build build --target llapitest`), starts its own redis-server on a free
 port and stops it.
 
-    python bench/bench_llapi.py [--install DIR] [--rounds N]
+    bench/run llapi [--install DIR] [--rounds N]
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ a hard-linked clone of it without the manifest, a fresh redis-server per sample 
 Samples alternate between the two folders to cancel drift; medians are printed with the
 difference.
 
-    python bench/bench_loadbackend.py [--install DIR] [--samples N] [--kinds TF,ONNX]
+    bench/run loadbackend [--install DIR] [--samples N] [--kinds TF,ONNX]
 """
 from __future__ import annotations
 

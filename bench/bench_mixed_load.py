@@ -9,9 +9,10 @@ redis-server (THREADS_PER_QUEUE 1) with one backend and the models of bench/floo
 round, on every server in turn (the order rotating): `GET` of a 100-byte value at 32 clients for
 `--seconds`, and meanwhile one client running AI.MODELEXECUTE of `--model` back to back, both with
 bench/floor/rai_load.c (two processes). Prints the medians and ranges of both throughputs and
-their ratios to the first tree; writes bench/results/mixed-<stamp>.json.
+their ratios to the first tree; writes <out>/mixed-<stamp>.json
+(--out DIR; by default a folder outside the repository, bench/README.md).
 
-    PYTHONPATH=. python bench/bench_mixed_load.py --install before=OLD --install after=NEW
+    bench/run mixed_load --install before=OLD --install after=NEW
         [--kind TORCH] [--model cnn] [--rounds 7] [--seconds 3]
 """
 from __future__ import annotations
@@ -76,7 +77,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--models", default="", help="folder of floor_models.py's output, reused "
                     "when it holds a manifest (else made there)")
-    ap.add_argument("--out", default=str(HERE / "results"))
+    base.add_out_option(ap)
     opts = ap.parse_args()
     trees: list[tuple[str, pathlib.Path]] = []
     for v in opts.install:
@@ -141,7 +142,7 @@ def main() -> int:
         print(f"  {label:>10}: GET {g['median']:>9,.0f} [{g['min']:,.0f}-{g['max']:,.0f}] "
               f"{gr:.2f}x   AI {a['median']:>7,.0f} [{a['min']:,.0f}-{a['max']:,.0f}] {ar:.2f}x")
     path = base.write_result(opts.out, f"mixed-{stamp}", doc)
-    print(f"\nwrote {path}; total {time.perf_counter() - t0:.0f} s")
+    print(f"total {time.perf_counter() - t0:.0f} s")
     return 0
 
 

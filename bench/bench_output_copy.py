@@ -20,7 +20,7 @@ Last, what the maxmemory room check (module/memory.c) adds to a 1 KiB ONNX execu
 On a busy machine single rows can be far off (Torch's intra-op threads suffer most): read
 the columns of one row together, as they were measured interleaved.
 
-    python bench/bench_output_copy.py [--install DIR] [--quick]
+    bench/run output_copy [--install DIR] [--quick]
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ folder, and prints seconds, MB/s and archive size per level, and the ratios
 against level 1 (the default of `package`). Then times unpacking the level-1
 archive with install-package's unpacker and its manifest check.
 
-    python bench/bench_package_levels.py [--install DIR] [--backend tensorflow] [--levels 1 6]
+    bench/run package_levels [--install DIR] [--backend tensorflow] [--levels 1 6]
 """
 from __future__ import annotations
 

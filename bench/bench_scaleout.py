@@ -22,10 +22,11 @@ times with CLUSTER SETSLOT + MIGRATE, alternating. Per move: the MIGRATE's time,
 longest time the source, then the target, left a PING unanswered meanwhile (a pinger thread
 per node).
 
-    PYTHONPATH=. .venv/bin/python bench/bench_scaleout.py [--part scale|migrate|all]
+    bench/run scaleout [--part scale|migrate|all]
         [--kind ONNX] [--clients 4] [--seconds 3] [--reps 3] [--mib 100] [--shards 1,2,3]
 
-Writes bench/results/scaleout-<stamp>.json.
+Writes <out>/scaleout-<stamp>.json (--out DIR; by default a folder outside the repository,
+bench/README.md).
 """
 from __future__ import annotations
 
@@ -259,7 +260,7 @@ def main() -> int:
     ap.add_argument("--shards", default="0,1,2,3", help="0 is a standalone server")
     ap.add_argument("--mib", type=int, default=100)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--out", default=str(HERE / "results"))
+    base.add_out_option(ap)
     opts = ap.parse_args()
     install = base.find_install(opts.install).resolve()
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -290,7 +291,6 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     doc["loadavg_end"] = os.getloadavg()
     path = base.write_result(opts.out, f"scaleout-{stamp}", doc)
-    print(f"\nwrote {path}")
     return 0
 
 

@@ -11,7 +11,7 @@ user looked up by name), the "C" call as that user. Callers:
 Run it against this tree and against a build without the checks (`--install DIR`) to see
 what the checks add. The benchmark starts its own redis-server and stops it.
 
-    python bench/bench_script_acl.py [--install DIR] [--calls N] [--runs R]
+    bench/run script_acl [--install DIR] [--calls N] [--runs R]
 """
 from __future__ import annotations
 

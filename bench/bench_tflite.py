@@ -25,7 +25,8 @@ choice), alternating, every output compared with the single run's.
 Prints req/s, p50/p99, module/floor (req/s over the floor's runs/s; p50 over PING's p50 plus
 the floor's median, the floor of one waiting client) and TFLITE/ONNX per client count, medians
 over the rounds. Writes
-bench/results/tflite-<UTC stamp>.json.
+<out>/tflite-<UTC stamp>.json (--out DIR; by default a folder outside the repository,
+bench/README.md).
 
     bench/run tflite [--install DIR] [--build DIR] [--rounds 5] [--seconds 4]
         [--clients 1,16] [--floor-iters 20000] [--instances 50] [--threads 2,4]
@@ -194,7 +195,7 @@ def main() -> int:
     ap.add_argument("--threads", default="2,4", help="thread counts of lock against pool")
     ap.add_argument("--thread-seconds", type=float, default=2.0)
     ap.add_argument("--thread-rounds", type=int, default=5)
-    ap.add_argument("--out", default=str(HERE / "results"))
+    base.add_out_option(ap)
     opts = ap.parse_args()
     clients = [int(x) for x in opts.clients.split(",") if x]
     install = base.find_install(opts.install)
@@ -272,7 +273,6 @@ def main() -> int:
                         "thread_seconds": opts.thread_seconds,
                         "thread_rounds": opts.thread_rounds}}
     path = base.write_result(opts.out, f"tflite-{stamp}", doc)
-    print(f"\nwrote {path}")
     return 0
 
 

@@ -17,9 +17,10 @@ the share of requests a worker unblocked in pairs (INFO ai_unblocks_paired, tree
 completion path) and the finished requests per worker unblock (ai_completions /
 ai_completion_wakeups), the ratio of each
 tree's defaults to its best fixed setting, and the ratio of every tree to the first one per
-setting; writes bench/results/threads-<stamp>.json.
+setting; writes <out>/threads-<stamp>.json
+(--out DIR; by default a folder outside the repository, bench/README.md).
 
-    PYTHONPATH=. .venv/bin/python bench/bench_threads.py [--reps 3] [--kinds TF,TORCH,ONNX]
+    bench/run threads [--reps 3] [--kinds TF,TORCH,ONNX]
         [--install LABEL=DIR ...] [--tree-args LABEL="ARGS" ...] [--seconds 2]
         [--cells trivial:1,cnn:1,trivial:32,cnn:32]
 
@@ -304,7 +305,7 @@ def main() -> int:
                     help="model:clients pairs, comma-separated")
     ap.add_argument("--models", default="", help="folder of floor_models.py's output, reused "
                     "when it holds a manifest (else made there)")
-    ap.add_argument("--out", default=str(HERE / "results"))
+    base.add_out_option(ap)
     ap.add_argument("--markdown", metavar="RESULTS.json",
                     help="print the docs' table of a results file, run nothing")
     ap.add_argument("--tree-args", action="append", default=[], metavar='LABEL="ARGS"',
@@ -355,7 +356,7 @@ def main() -> int:
     doc["loadavg_end"] = os.getloadavg()
     doc["summary"] = report(doc, servers, [t[0] for t in trees], fixed, cells_run)
     path = base.write_result(opts.out, f"threads-{stamp}", doc)
-    print(f"\nwrote {path}; total {time.perf_counter() - t0:.0f} s")
+    print(f"total {time.perf_counter() - t0:.0f} s")
     return 0
 
 

@@ -15,7 +15,7 @@ anyway (near 0: the copy replaces the allocation); `memcpy` is a copy of the sam
 process (allocation and first touch included): what an unconditional clone of every input
 would add to every run, `read` included. The 4-byte row shows the fixed per-run cost.
 
-    python bench/bench_torch_inputs.py [--install DIR] [--quick]
+    bench/run torch_inputs [--install DIR] [--quick]
 """
 from __future__ import annotations
 

@@ -10,16 +10,18 @@ threads, measured in one run, in alternating rounds (the order rotates every rou
            connection (bench/floor/rai_load.c), THREADS_PER_QUEUE 1.
 
 Prints per round and the medians (with their ranges) of p50 and runs/s, and the ratios
-server p50 / (PING p50 + direct p50) (issue 22's target: <= 1.1) and backend / direct.
+server p50 / (PING p50 + direct p50) (target: <= 1.1, docs/performance.md#targets) and
+backend / direct.
 Every output (direct, backend, server) is checked against the framework's own result.
-Writes bench/results/torch-path-<UTC stamp>.json.
+Writes <out>/torch-path-<UTC stamp>.json (--out DIR; by default a folder outside the
+repository, bench/README.md).
 
 With several install trees (`--install before=DIR --install after=DIR`), each round
 measures the backend and the server of every tree, alternating; `--env LABEL=KEY=VALUE`
 gives one tree's server and rai_floor an environment variable (experiments).
 
-    python bench/bench_torch_path.py [--install [LABEL=]DIR ...] [--rounds 3] [--quick]
-                                     [--intra N] [--models cnn,trivial]
+    bench/run torch_path [--install [LABEL=]DIR ...] [--rounds 3] [--quick]
+        [--intra N] [--models cnn,trivial]
 """
 from __future__ import annotations
 
@@ -271,7 +273,7 @@ def main() -> int:
                     help="intra-op threads of all three (default: the backend default's value "
                          "here, max(1, cores - 1) with THREADS_PER_QUEUE 1)")
     ap.add_argument("--models", default="cnn", help="cnn and/or trivial, comma-separated")
-    ap.add_argument("--out", default=str(HERE / "results"))
+    base.add_out_option(ap)
     opts = ap.parse_args()
     if opts.rounds < 1:
         raise SystemExit("--rounds must be >= 1")
@@ -347,7 +349,7 @@ def main() -> int:
                         for v in variants},
            "models": results}
     path = base.write_result(opts.out, f"torch-path-{stamp}", doc)
-    print(f"\nwrote {path}; total {time.perf_counter() - t_start:.0f} s")
+    print(f"total {time.perf_counter() - t_start:.0f} s")
     return 0
 
 

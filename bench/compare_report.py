@@ -1,6 +1,6 @@
 """The Markdown tables of a bench/bench_compare.py results file (README and docs include them).
 
-    PYTHONPATH=. .venv/bin/python bench/bench_compare.py --markdown bench/results/compare-STAMP.json
+    bench/run compare --markdown bench/results/compare-STAMP.json
 
 headline(): req/s per model, clients and stack, and the module's ratio to the best other
 stack; details(): every stack's req/s (min-max over repetitions), p50, p99, server CPU per

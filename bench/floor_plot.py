@@ -3,9 +3,12 @@
 The picture of bench/bench_floor.py's results: per backend, latency percentiles and
 throughput against the client count, with the PING and in-process floors drawn in.
 
-    python bench/floor_plot.py bench/results/<stamp>.json   # redraws <stamp>.png
-    python bench/floor_plot.py bench/results/<stamp>.json --with OTHER.json ...
-                                                # and <stamp>-all.png, a panel per other result
+    bench/run floor_plot bench/results/<stamp>.json   # redraws <stamp>.png into --out DIR
+    bench/run floor_plot bench/results/<stamp>.json --with OTHER.json ...
+                                          # and <stamp>-all.png, a panel per other result
+
+--out DIR is by default a folder outside the repository (bench/README.md); --out bench/results
+redraws a committed picture.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import sys
 from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import bench as base  # noqa: E402  (add_out_option, wrote)
 import floor_sections  # noqa: E402
 
 import matplotlib
@@ -79,15 +83,17 @@ def main() -> int:
     ap.add_argument("result", type=pathlib.Path, help="a bench_floor.py result JSON")
     ap.add_argument("--with", dest="others", action="append", default=[], type=pathlib.Path,
                     metavar="JSON", help="another benchmark's result (repeatable)")
+    base.add_out_option(ap, "the pictures")
     opts = ap.parse_args()
     src = opts.result
     doc = json.loads(src.read_text())
     if "runs" in doc:  # several install trees measured in one run: the last one
         doc = list(doc["runs"].values())[-1]
-    print(draw(doc, src.with_suffix(".png")))
+    opts.out.mkdir(parents=True, exist_ok=True)
+    base.wrote(draw(doc, opts.out / f"{src.stem}.png"))
     if opts.others:
         others = [json.loads(p.read_text()) for p in opts.others]
-        print(floor_sections.draw(others, src.with_name(f"{src.stem}-all.png")))
+        base.wrote(floor_sections.draw(others, opts.out / f"{src.stem}-all.png"))
     return 0
 
 

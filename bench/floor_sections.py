@@ -1,4 +1,4 @@
-"""The other benchmarks' results beside bench_floor.py's table and picture (issue 22, item 6).
+"""The other benchmarks' results beside bench_floor.py's table and picture.
 
 Each result JSON of bench/ is recognised by its keys and summarised as a Markdown table and a
 panel of the picture:
@@ -15,8 +15,8 @@ panel of the picture:
 * isolation-outputs-*.json (bench_isolation_outputs.py): isolated outputs used in place, p50 of
   each tree and its ratio to the first.
 
-    python bench/floor_table.py RESULT.json --with bench/results/threads-<stamp>.json ...
-    python bench/floor_plot.py RESULT.json --with ...    # draws <stamp>-all.png too
+    bench/run floor_table RESULT.json --with bench/results/threads-<stamp>.json ...
+    bench/run floor_plot RESULT.json --with ...    # draws <stamp>-all.png too
 """
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def modcpu(doc: dict[str, Any]) -> Section:
         lines.append(f"| {who} | {b:.2f} | {a:.2f} | {a / b:.2f} |")
     kind = doc["before"][0].get("kind", "")
     return (f"Module CPU per request, {kind} CNN at 32 clients, medians of "
-            f"{len(doc['before'])} profiles (target: module halved)", lines)
+            f"{len(doc['before'])} profiles", lines)
 
 
 def instructions(doc: dict[str, Any]) -> Section:

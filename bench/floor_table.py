@@ -1,11 +1,12 @@
 """Markdown tables of a bench_floor result (and, with --with, of the other benchmarks' results).
 
-A Markdown table of a bench_floor.py result: every figure of issue 14 with its floor and the
-ratio, one column pair per install tree measured (before / after); with --with, the tables of the
-other benchmarks' results after it (bench/floor_sections.py: thread settings, Torch run path,
-isolation, module CPU, instructions per request).
+A Markdown table of a bench_floor.py result: every figure with its floor, the ratio and its
+target (docs/performance.md#targets), one column group per install tree measured (--install
+LABEL=DIR in bench_floor.py); with --with, the tables of the other benchmarks' results after it
+(bench/floor_sections.py: thread settings, Torch run path, isolation, module CPU, instructions
+per request).
 
-    python bench/floor_table.py bench/results/<stamp>.json [--with bench/results/OTHER.json ...]
+    bench/run floor_table bench/results/<stamp>.json [--with bench/results/OTHER.json ...]
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ could not name decide nothing, the first frame in one of these does:
 
   framework  a backend .so (install/backends/redisai_*) or a framework library
              (libonnxruntime, libtorch*, libc10, libtensorflow*, libgomp, MKL, ...)
-  module     redisai.so: the module's own CPU (issue 22, item 4), main thread and workers
+  module     redisai.so: the module's own CPU, main thread and workers
              together; but a worker asleep in its queue's condition variable (workerMain's
              pthread_cond_wait) is "idle", not the module's
   redis      no frame of either: Redis's own socket I/O, RESP parsing, event loop, and what
@@ -39,8 +39,8 @@ code" when none: the module's own instructions and the C library and system call
 itself). What RM_* calls cost is Redis's code run on the module's behalf: a floor for any
 module that must block the client, open its keys, replicate and reply through that API.
 
-    python bench/profile_execute.py [--kinds ONNX,TORCH,TF] [--clients 32] [--seconds 4]
-                                    [--module-args "INTRA_OP_PARALLELISM 1"]
+    bench/run profile_execute [--kinds ONNX,TORCH,TF] [--clients 32] [--seconds 4]
+        [--module-args "INTRA_OP_PARALLELISM 1"]
 """
 from __future__ import annotations
 
@@ -380,6 +380,7 @@ def main() -> int:
         results.append(p)
     if opts.json:
         pathlib.Path(opts.json).write_text(json.dumps(results, indent=1))
+        base.wrote(pathlib.Path(opts.json))
     return 0
 
 

@@ -57,6 +57,7 @@ def main() -> int:
         doc = {"config": {k: v for k, v in vars(cfg).items()}, "failures": verdict.failures,
                "figures": verdict.figures, "machine": base.machine_facts()}
         pathlib.Path(args.json).write_text(json.dumps(doc, indent=1))
+        base.wrote(pathlib.Path(args.json))
     return 1 if verdict.failures else 0
 
 

@@ -1,7 +1,7 @@
 """bench/floor_sections.py: the other benchmarks' results beside bench_floor.py's table and
-picture (issue 22, item 6). Each committed result of bench/results/ is recognised by its
-keys and gives a table whose rows carry its own figures; floor_table.py --with prints them
-after the floor table, and floor_plot.py --with draws one panel per result."""
+picture. Each committed result of bench/results/ is recognised by its keys and gives a table
+whose rows carry its own figures; floor_table.py --with prints them after the floor table, and
+floor_plot.py --with draws one panel per result into --out."""
 from __future__ import annotations
 
 import json
@@ -73,9 +73,9 @@ def test_floor_table_and_plot_take_the_other_results(tmp_path: pathlib.Path) -> 
                           *args], capture_output=True, text=True, check=True)
     for doc in (json.loads(p.read_text()) for p in others):
         assert floor_sections.section(doc)[0] in res.stdout
-    copy = tmp_path / floor.name
-    copy.write_bytes(floor.read_bytes())
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "floor_plot.py"), str(copy),
-                          *args], capture_output=True, text=True, check=True)
-    png = tmp_path / f"{floor.stem}-all.png"
-    assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG"
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "floor_plot.py"), str(floor),
+                          *args, "--out", str(tmp_path)], capture_output=True, text=True,
+                         check=True)
+    for png in (tmp_path / f"{floor.stem}.png", tmp_path / f"{floor.stem}-all.png"):
+        assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG"
+        assert f"wrote {png}" in res.stdout  # every file written is named
