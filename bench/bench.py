@@ -112,7 +112,8 @@ def find_install(explicit: str | None) -> pathlib.Path:
         return pathlib.Path(env)
     trees = sorted((ROOT / "install").glob("redisai-*/redisai.so"))
     if not trees:
-        sys.exit("no install/redisai-*/redisai.so: build first (python -m build_tools build)")
+        sys.exit("no install/redisai-*/redisai.so: build first "
+                 "(.venv/bin/python -m build_tools build)")
     return trees[-1].parent
 
 

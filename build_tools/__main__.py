@@ -12,7 +12,7 @@ from .errors import BuildError
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m build_tools",
+    p = argparse.ArgumentParser(prog=".venv/bin/python -m build_tools",
                                 description=f"Build RedisAI {pins.VERSION}.")
     sub = p.add_subparsers(dest="command", required=True, metavar="command")
 
@@ -107,7 +107,7 @@ def _install_or_newest(arg: Path | None) -> Path:
     found = paths.newest_install_dir()
     if found is None:
         raise BuildError(f"no {paths.INSTALL_ROOT}/redisai-*/redisai.so: "
-                         "run `python -m build_tools build` first")
+                         "run `.venv/bin/python -m build_tools build` first")
     return found
 
 

@@ -1,4 +1,4 @@
-"""`python -m build_tools build`: headers, frameworks, cmake, install tree.
+"""`.venv/bin/python -m build_tools build`: headers, frameworks, cmake, install tree.
 
 1. redismodule.h (and the ONNX Runtime headers when that backend is built)
    from the header cache (headers.py);
@@ -228,11 +228,11 @@ def build_variant(request: str, variant: str = "cpu", jobs: int = 2,
     build_root = build_root or paths.BUILD_DIR
     if not (install / "redisai.so").is_file():
         raise BuildError(f"{install} is not an install tree (no redisai.so): "
-                         "run `python -m build_tools build` first")
+                         "run `.venv/bin/python -m build_tools build` first")
     own = discover(req.spec)
     if own is not None and own.version == req.version:
-        raise BuildError(f"{req} is the version in this environment: `python -m build_tools "
-                         f"build` builds it (folder redisai_{req.spec.backend}-{own.version}-"
+        raise BuildError(f"{req} is the version in this environment: `.venv/bin/python -m "
+                         f"build_tools build` builds it (folder redisai_{req.spec.backend}-{own.version}-"
                          f"{variant})")
     _say(f"{req}, variant {variant}, into {install}")
     side = _compile_side(req, headers.redismodule_include_dir(), git_sha(), jobs,

@@ -36,7 +36,7 @@ def collect(tree: Path, version: str) -> manifest.Manifest:
 def render(m: manifest.Manifest) -> str:
     body = [line for line in m.render().splitlines() if not line.startswith("#")]
     head = ["# RedisAI core manifest: the install tree's top level (backends/ has its own);",
-            "# `python -m build_tools check` and install-package verify it"]
+            "# `.venv/bin/python -m build_tools check` and install-package verify it"]
     return "\n".join(head + body) + "\n"
 
 

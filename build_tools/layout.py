@@ -306,7 +306,7 @@ def lay_out_folder(install: Path, b: BuiltBackend, manifest_path: Path, source: 
     install = install.resolve()
     if not (install / "redisai.so").is_file():
         raise BuildError(f"{install} is not an install tree (no redisai.so): "
-                         "run `python -m build_tools build` first")
+                         "run `.venv/bin/python -m build_tools build` first")
     files: dict[str, _File] = {}
     links: dict[str, str] = {}
     _plan_folder(b, files, links)

@@ -65,7 +65,7 @@ class Manifest:
     links: dict[str, str] = field(default_factory=dict)   # path -> target
 
     def render(self) -> str:
-        lines = ["# RedisAI backend manifest: `python -m build_tools check` verifies it,",
+        lines = ["# RedisAI backend manifest: `.venv/bin/python -m build_tools check` verifies it,",
                  "# AI.CONFIG LOADBACKEND checks the backend .so (SHA-256) and sizes against it",
                  f"format {FORMAT}"]
         lines += [f"{k} {v}" for k, v in self.header.items()]

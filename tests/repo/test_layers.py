@@ -49,7 +49,7 @@ def test_include_directories_are_cmakes() -> None:
     `-I` flags of every compiled source (build/compile_commands.json, written by the
     build) must be its program's, in order."""
     db = paths.BUILD_DIR / "compile_commands.json"
-    assert db.is_file(), f"{db} missing: run `python -m build_tools build` first"
+    assert db.is_file(), f"{db} missing: run `.venv/bin/python -m build_tools build` first"
     root = paths.ROOT.resolve()
     checked = 0
     wrong = []

@@ -71,7 +71,7 @@ def build_target(target: str, output: str) -> pathlib.Path:
     in build_dir() and returns build_dir()/output."""
     build = build_dir()
     if not (build / "CMakeCache.txt").is_file():
-        pytest.fail(f"{build} is not configured: run `python -m build_tools build` first")
+        pytest.fail(f"{build} is not configured: run `.venv/bin/python -m build_tools build` first")
     cmd = ["cmake", "--build", str(build), "--target", target]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0 and target in res.stderr and "No rule" in res.stderr:

@@ -17,7 +17,8 @@ def find_install_dir() -> pathlib.Path:
         return pathlib.Path(env)
     trees = sorted((ROOT / "install").glob("redisai-*/redisai.so"))
     if not trees:
-        pytest.exit("no install/redisai-*/redisai.so: run `python -m build_tools build` first", 2)
+        pytest.exit("no install/redisai-*/redisai.so: run "
+                    "`.venv/bin/python -m build_tools build` first", 2)
     return trees[-1].parent
 
 

@@ -40,7 +40,7 @@ def unit_build() -> pathlib.Path:
     """The build dir, with every unit test program built."""
     build = _build_dir()
     if not (build / "CMakeCache.txt").is_file():
-        pytest.fail(f"{build} is not configured: run `python -m build_tools build` first")
+        pytest.fail(f"{build} is not configured: run `.venv/bin/python -m build_tools build` first")
     res = subprocess.run(["cmake", "--build", str(build), "--target", "unit_tests",
                           "--parallel", "2"], capture_output=True, text=True)
     assert res.returncode == 0, f"building unit_tests failed:\n{_output(res)}"
