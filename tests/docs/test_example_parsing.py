@@ -94,3 +94,15 @@ def test_output_comparison() -> None:
 def test_python_expected_output() -> None:
     code = 'x = 1\nprint(x)  # 1\nprint("a")  # a\n'
     assert doc_examples.python_expected(code) == ["1", "a"]
+
+
+def test_redis_cli_formats_for_a_terminal_only_where_the_reader_sees_it() -> None:
+    tty = doc_examples.as_on_a_terminal
+    assert tty("redis-cli -p 1 PING") == "redis-cli --no-raw -p 1 PING"
+    assert tty("echo x | redis-cli -x SET k") == "echo x | redis-cli --no-raw -x SET k"
+    assert tty("redis-cli -p 1 GET k > f") == "redis-cli -p 1 GET k > f"
+    assert tty("redis-cli -p 1 INFO | grep x") == "redis-cli -p 1 INFO | grep x"
+    assert tty("a $(redis-cli -p 1 MYID) b") == "a $(redis-cli -p 1 MYID) b"
+    assert tty("redis-cli -p 1 DAG '|>' GET") == "redis-cli --no-raw -p 1 DAG '|>' GET"
+    assert tty("redis-cli -p 1 A; redis-cli -p 1 B >/dev/null") == \
+        "redis-cli --no-raw -p 1 A; redis-cli -p 1 B >/dev/null"

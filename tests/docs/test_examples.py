@@ -151,9 +151,7 @@ def test_examples_run_as_written(page: Path, served: RedisServer, example_files:
             for step in doc_examples.steps(block):
                 command = ports.apply(step.command)
                 _check_ports(block.where, command)
-                # redis-cli prints replies as on a terminal, which is what the pages show;
-                # in a command substitution it writes to a pipe, raw, for the reader too.
-                command = re.sub(r"(?<!\$\()\bredis-cli\b", "redis-cli --no-raw", command)
+                command = doc_examples.as_on_a_terminal(command)
                 status, output = session.run(command)
                 expected = [ports.apply(line) for line in step.expected]
                 assert doc_examples.output_matches(expected, output, str(ROOT)), (

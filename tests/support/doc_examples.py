@@ -141,3 +141,32 @@ def output_matches(expected: tuple[str, ...] | list[str], actual: str, clone: st
     lines = ANSI.sub("", actual).splitlines()
     text = "".join(line + "\n" for line in lines)
     return output_pattern(expected, clone).match(text) is not None
+
+
+def _writes_to_terminal(command: str, start: int) -> bool:
+    """Whether the command that starts at `start` writes to the terminal: not inside `$(`,
+    and no `|` or `>` (outside quotes) before the end of its command."""
+    if command[:start].endswith("$("):
+        return False
+    quote = ""
+    for ch in command[start:]:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "\n;&)":
+            return True
+        elif ch in "|>":
+            return False
+    return True
+
+
+def as_on_a_terminal(command: str) -> str:
+    """redis-cli prints replies as on a terminal, which is what the pages show (--no-raw);
+    into a pipe, a file or a command substitution it writes raw, for the reader too."""
+    starts = [m.start() for m in re.finditer(r"\bredis-cli\b", command)]
+    for start in reversed(starts):
+        if _writes_to_terminal(command, start):
+            end = start + len("redis-cli")
+            command = command[:end] + " --no-raw" + command[end:]
+    return command
