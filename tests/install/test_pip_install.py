@@ -273,7 +273,7 @@ def test_wheel_contents(built_wheel: Path) -> None:
         checks = [i for i in z.infolist() if i.filename.endswith("/redisai_tflite_check")]
         assert len(checks) == 1, [i.filename for i in checks]
         assert (checks[0].external_attr >> 16) & 0o111, oct(checks[0].external_attr >> 16)
-    for module in ("__init__", "__main__", "server", "_build_info"):
+    for module in ("__init__", "__main__", "server", "command_line", "_build_info"):
         assert f"redisai_module/{module}.py" in names
 
 
