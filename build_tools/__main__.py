@@ -71,7 +71,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="check the sanitized tree (install-asan/redisai-<version>/)")
 
     s = sub.add_parser("serve", help="exec redis-server with the module and all backends",
-                       epilog="Other arguments go to redis-server before --loadmodule.")
+                       usage="%(prog)s [--port P] [--install DIR] [redis-server arguments] "
+                             "[-- module arguments]",
+                       epilog="Other arguments go to redis-server before --loadmodule (it binds "
+                              "127.0.0.1 unless given --bind); those after `--` are module "
+                              "arguments, after the backends (e.g. -- THREADS_PER_QUEUE 4 "
+                              "ISOLATE TORCH), as redisai-server's.")
     s.add_argument("--port", type=int, default=6380, help="port (default: 6380)")
     s.add_argument("--install", type=Path, help="install tree (default: the newest)")
 
@@ -113,9 +118,16 @@ def _install_or_newest(arg: Path | None) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    module_args: list[str] = []
+    if "--" in argv:
+        # Cut before argparse, which would drop the `--` and mix the module's words
+        # with redis-server's.
+        from .serve import command_line
+        argv, module_args = command_line.split_arguments(argv)
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "serve":
-        parser.error("unrecognized arguments: " + " ".join(extra))
+    if (extra or module_args) and args.command != "serve":
+        parser.error("unrecognized arguments: " + " ".join(extra + module_args))
     try:
         if args.command == "setup":
             from .setup_env import setup
@@ -152,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0 if check_tree(tree) else 1
         elif args.command == "serve":
             from .serve import serve
-            serve(_install_or_newest(args.install), args.port, extra)
+            serve(_install_or_newest(args.install), args.port, extra, module_args)
         elif args.command == "package":
             from .package import DEFAULT_LEVEL, package_tree
             level = DEFAULT_LEVEL if args.level is None else args.level

@@ -3,12 +3,15 @@
 Replaces itself with redis-server, loading this package's redisai.so and every
 backend of its tree (the build's own version of each, see backend_paths()):
 
-    redis-server <arguments> --loadmodule .../redisai.so TF ... TORCH ... ONNX ... <module arguments>
+    redis-server <arguments> [--bind 127.0.0.1] --loadmodule .../redisai.so
+        TF ... TORCH ... ONNX ... TFLITE ... <module arguments>
 
 Every argument before `--` goes to redis-server unchanged (port, bind, dir,
 a config file first...); those after `--` are module arguments
-(THREADS_PER_QUEUE 4, BACKENDS_CONFINED yes, ...). REDIS_SERVER names
-another redis-server executable. The command line is printed to stderr first.
+(THREADS_PER_QUEUE 4, ISOLATE TORCH, ...). It listens on 127.0.0.1 unless
+given `--bind` (or a config file). REDIS_SERVER names another redis-server
+executable. The command line is printed to stderr first. The rule is
+command_line.py's, which `python -m build_tools serve` follows too.
 """
 from __future__ import annotations
 
@@ -19,21 +22,15 @@ import sys
 from typing import Sequence
 
 from . import SERVE_KEYWORDS, backend_paths, module_path
+from .command_line import redis_server_argv, split_arguments
 
 
 def server_command(argv: Sequence[str], exe: str) -> list[str]:
     """redis-server's argv for redisai-server's own arguments."""
-    args = list(argv)
-    module_args: list[str] = []
-    if "--" in args:
-        cut = args.index("--")
-        args, module_args = args[:cut], args[cut + 1:]
-    cmd = [exe, *args, "--loadmodule", str(module_path())]
-    for name, so in backend_paths().items():
-        keyword = SERVE_KEYWORDS.get(name)
-        if keyword is not None:
-            cmd += [keyword, str(so)]
-    return cmd + module_args
+    server_args, module_args = split_arguments(argv)
+    backends = [(SERVE_KEYWORDS[name], str(so)) for name, so in backend_paths().items()
+                if name in SERVE_KEYWORDS]
+    return redis_server_argv(exe, server_args, str(module_path()), backends, module_args)
 
 
 def _usage() -> str:

@@ -95,8 +95,9 @@ class ConsoleServer:
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="redisai-pip-")
         self.log = Path(self.dir) / "redis.log"
+        # No --bind: redisai-server binds 127.0.0.1 itself.
         self.cmd = [str(venv / "bin" / "redisai-server"), "--port", str(self.port),
-                    "--bind", "127.0.0.1", "--dir", self.dir, "--save", "",
+                    "--dir", self.dir, "--save", "",
                     "--logfile", str(self.log), "--", *module_args]
         self.proc = subprocess.Popen(self.cmd, env={**_clean_env(venv), **TF_ENV},
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -203,6 +204,7 @@ def _check_installed(venv: Path) -> None:
     try:
         with RawClient(srv.port) as c:
             assert c.execute("PING") == "PONG"
+            assert c.execute("CONFIG", "GET", "bind") == [b"bind", b"127.0.0.1"]
             # The argument after `--` reached the module.
             assert c.execute("AI.CONFIG", "GET", "MODEL_CHUNK_SIZE") == 1000
             assert c.execute("AI.CONFIG", "GET", "BACKENDSPATH") == paths["backends_path"].encode()
@@ -273,7 +275,7 @@ def test_wheel_contents(built_wheel: Path) -> None:
         checks = [i for i in z.infolist() if i.filename.endswith("/redisai_tflite_check")]
         assert len(checks) == 1, [i.filename for i in checks]
         assert (checks[0].external_attr >> 16) & 0o111, oct(checks[0].external_attr >> 16)
-    for module in ("__init__", "__main__", "server", "_build_info"):
+    for module in ("__init__", "__main__", "server", "command_line", "_build_info"):
         assert f"redisai_module/{module}.py" in names
 
 
