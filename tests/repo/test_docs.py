@@ -296,3 +296,21 @@ def test_docs_index_links_every_page() -> None:
     index = _read(DOCS / "README.md")
     missing = [p.name for p in PAGES if p.name != "README.md" and f"]({p.name})" not in index]
     assert not missing, f"docs/README.md does not link {missing}"
+
+
+# A fresh Debian 12 shell has no `python`, and its python3 lacks the frameworks: the pages name
+# the interpreter of .venv/, and python3 only for what makes or lists it (setup, servers).
+BARE_PYTHON = re.compile(r"(?<![\w/.-])python (?:-m |bench/|tests/)")
+SYSTEM_PYTHON_BUILD = re.compile(r"(?<![\w/.-])python3 -m build_tools (?!setup|servers|headers)")
+
+
+def test_pages_name_an_interpreter_a_fresh_shell_has() -> None:
+    pages = [ROOT / "README.md", ROOT / "bench" / "README.md", ROOT / "tests" / "README.md",
+             *PAGES]
+    found = []
+    for page in pages:
+        for n, line in enumerate(_read(page).splitlines(), 1):
+            if BARE_PYTHON.search(line) or SYSTEM_PYTHON_BUILD.search(line):
+                found.append(f"{page.relative_to(ROOT)}:{n}: {line.strip()[:100]}")
+    assert not found, ("commands a fresh shell cannot run (say .venv/bin/python):\n"
+                       + "\n".join(found))
