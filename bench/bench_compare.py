@@ -1,6 +1,6 @@
 """The module against the serving stacks a user would pick instead: same ONNX files, same inputs.
 
-    bench/run compare [--quick] [--reps N] [--seconds S] [--out DIR]
+    bench/run compare [--quick] [--reps N] [--seconds S] [--out DIR] [--peer PATH]
     bench/run compare --markdown bench/results/compare-STAMP.json
 
 Run after the project's build (`python -m build_tools build`). It sets up what it needs,
@@ -20,6 +20,11 @@ Runtime pin, build_tools/pins.py) and Debian's wrk. Then, on this machine:
     Redis": the 1x256 reference kept in Redis and LOADed by the DAG, as RedisAI's
     benchmark did. "module MODELEXECUTE": the inputs already in Redis, the output left
     there (what a pipeline whose data lives in Redis pays; not a like-for-like figure);
+  - with --peer PATH, RedisAI 1.2.7 (stack "redisai-1.2.7"): its redisai.so at PATH and its
+    ONNX backend beside it (bench/peer.py), at its defaults, served and driven exactly like
+    the module, the same DAGs and MODELEXECUTE (1.2.7 has both); the table of the module
+    against it per cell. PATH is your own build of RedisAI's source at tag v1.2.7 against the
+    same ONNX Runtime wheel;
   - FastAPI + uvicorn, 2 workers (the machine's 2 cores), an ONNX Runtime session per
     worker; raw float32/int64 bytes in and out rather than JSON (fairer: no JSON parse);
   - Triton: the tritonserver that the nvidia-pytriton wheel bundles, run directly on a
@@ -37,9 +42,10 @@ Runtime pin, build_tools/pins.py) and Debian's wrk. Then, on this machine:
   the table printed (--markdown prints it again from a results file; the README's and docs'
   figures come from a file under bench/results/, made with --out bench/results).
 
+With --stacks naming only module stacks (module, redisai-1.2.7) neither .venv-compare/ nor
+wrk is set up.
+
 Not measured here:
-* RedisAI 1.2 itself: its source and releases are on GitHub and its own download site,
-  which this machine cannot reach (PyPI, Debian and npm only).
 * Triton's ONNX Runtime backend (libtriton_onnxruntime.so): no package of PyPI, Debian or
   npm carries it. nvidia-pytriton 0.7.0's wheel bundles tritonserver 2.51.0 with the python
   backend only (backends/python); PyPI's `tritonserver` 2.73.0 is the in-process Python
@@ -71,6 +77,7 @@ import compare_env  # noqa: E402
 import compare_http  # noqa: E402
 import compare_report  # noqa: E402
 import floor_tools  # noqa: E402
+import peer as peers  # noqa: E402
 
 from paths import backend_file  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
@@ -98,17 +105,26 @@ def expected(entry: dict[str, Any]) -> np.ndarray:
 
 class ModuleStack:
     """redis-server with the module and the ONNX backend at their defaults, or with the module
-    arguments of a --module-setting (its targets' labels then end in " @LABEL")."""
+    arguments of a --module-setting (its targets' labels then end in " @LABEL"); or with
+    RedisAI 1.2.7 at its defaults (peer: its targets' labels begin "redisai-1.2.7", not
+    "module")."""
 
     def __init__(self, install: pathlib.Path, load_exe: pathlib.Path, work: pathlib.Path,
-                 setting: str = "", args: list[str] | None = None) -> None:
+                 setting: str = "", args: list[str] | None = None,
+                 peer: peers.Peer | None = None) -> None:
         self.name = f"module@{setting}" if setting else "module"
+        self.prefix = "module"
         self.suffix = f" @{setting}" if setting else ""
         self.description = ("redis-server + this module, ONNX backend at "
                             + (f"{' '.join(args or [])}" if setting else "its defaults")
                             + ", rai_load (RESP, C)")
-        self.srv = RedisServer(install / "redisai.so",
-                               ["ONNX", str(backend_file(install, "onnxruntime")), *(args or [])])
+        module, backend = install / "redisai.so", backend_file(install, "onnxruntime")
+        if peer is not None:
+            self.name = self.prefix = peers.LABEL
+            self.description = (f"redis-server + {peers.NAME} ({peer.module}), ONNX backend at "
+                                "its defaults, rai_load (RESP, C)")
+            module, backend = peer.module, peer.backends["ONNX"]
+        self.srv = RedisServer(module, ["ONNX", str(backend), *(args or [])])
         self.client = base.Client(self.srv.port)
         self.load = floor_tools.Load(load_exe, self.srv.port, work)
 
@@ -119,7 +135,7 @@ class ModuleStack:
         return self.srv.alive()
 
     def stop(self) -> None:
-        base.stop_checked(self.client, self.srv, "module")
+        base.stop_checked(self.client, self.srv, self.name)
 
     def _store(self, name: str, entry: dict[str, Any]) -> list[str]:
         """The model and its inputs (for MODELEXECUTE and the DAG's LOAD); the input keys."""
@@ -132,19 +148,22 @@ class ModuleStack:
                              pathlib.Path(i["file"]).read_bytes())
         return keys
 
-    def helper_runs(self) -> int:
-        """INFO's count of requests the CPU queue's helper ran (engine/run_queue.c)."""
+    def helper_runs(self) -> int | None:
+        """INFO's count of requests the CPU queue's helper ran (engine/run_queue.c); None on a
+        server without it (RedisAI 1.2.7)."""
         text = bytes(self.client.call("INFO", "MODULES")).decode()
         for line in text.splitlines():
             if line.startswith("ai_helper_runs:"):
                 return int(line.split(":", 1)[1])
-        return 0
+        return None
 
     def _run(self, cmd: bytes) -> Callable[[int, float], dict[str, Any]]:
         def run(clients: int, seconds: float) -> dict[str, Any]:
             before = self.helper_runs()
             (res,) = self.load.run([cmd], clients=clients, seconds=seconds, warmup=0)
-            res["helper_share"] = (self.helper_runs() - before) / max(1, res["count"])
+            after = self.helper_runs()
+            res["helper_share"] = (None if before is None or after is None
+                                   else (after - before) / max(1, res["count"]))
             return res
         return run
 
@@ -167,9 +186,9 @@ class ModuleStack:
         keys = self._store(name, entry)
         out: list[Target] = []
         everything = list(range(len(entry["inputs"])))
-        dags = [("module DAG", everything)]
+        dags = [(f"{self.prefix} DAG", everything)]
         if name == "fraud":
-            dags.append(("module DAG, ref in Redis", [0]))
+            dags.append((f"{self.prefix} DAG, ref in Redis", [0]))
         for label, sent in dags:
             args = self._dag(name, entry, keys, sent)
             out.append(Target(label + self.suffix, self, name, self._run(floor_tools.resp(*args)),
@@ -180,7 +199,7 @@ class ModuleStack:
             self.client.call(*exe)
             return np.frombuffer(bytes(self.client.call("AI.TENSORGET", f"{name}:out", "BLOB")), np.float32)
 
-        out.append(Target("module MODELEXECUTE" + self.suffix, self, name,
+        out.append(Target(f"{self.prefix} MODELEXECUTE" + self.suffix, self, name,
                           self._run(floor_tools.resp(*exe)), check_exec))
         return out
 
@@ -232,8 +251,10 @@ def check_target(t: Target, entry: dict[str, Any]) -> None:
 
 def start_stacks(names: list[str], install: pathlib.Path, load_exe: pathlib.Path,
                  manifest_path: pathlib.Path, work: pathlib.Path, left_out: dict[str, str],
-                 module_settings: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    """module_settings: LABEL -> module arguments, a module stack "module@LABEL" each."""
+                 module_settings: dict[str, list[str]] | None = None,
+                 peer: peers.Peer | None = None) -> dict[str, Any]:
+    """module_settings: LABEL -> module arguments, a module stack "module@LABEL" each; peer:
+    RedisAI 1.2.7, the stack "redisai-1.2.7" when names has it."""
     stacks: dict[str, Any] = {}
     classes = {"fastapi": compare_http.FastAPIStack, "triton": compare_http.TritonStack,
                "pytriton": compare_http.PyTritonStack}
@@ -244,6 +265,9 @@ def start_stacks(names: list[str], install: pathlib.Path, load_exe: pathlib.Path
         try:
             if name == "module":
                 stacks[name] = ModuleStack(install, load_exe, work)
+            elif name == peers.LABEL:
+                stacks[name] = ModuleStack(install, load_exe, work, peer=peer)
+                peer.learn_version(stacks[name].client.call("MODULE", "LIST"))
             elif name.startswith("module@"):
                 label = name.partition("@")[2]
                 stacks[name] = ModuleStack(install, load_exe, work, label, settings[label])
@@ -271,7 +295,7 @@ def build_targets(stacks: dict[str, Any], models: dict[str, Any], wrk_exe: str, 
     for name, entry in models.items():
         out[name] = []
         for sname, stack in stacks.items():
-            ts = (stack.targets(name, entry) if sname.startswith("module")
+            ts = (stack.targets(name, entry) if isinstance(stack, ModuleStack)
                   else http_targets(stack, LABELS[sname], wrk_exe, name, entry, work))
             for t in ts:
                 try:
@@ -285,11 +309,16 @@ def build_targets(stacks: dict[str, Any], models: dict[str, Any], wrk_exe: str, 
     return out
 
 
-def versions(stacks: dict[str, Any], manifest: dict[str, Any], wrk_exe: str) -> dict[str, str]:
+def versions(stacks: dict[str, Any], manifest: dict[str, Any], wrk_exe: str | None,
+             peer: peers.Peer | None = None) -> dict[str, str]:
     v: dict[str, str] = {"module": compare_env.git_commit(), "onnxruntime (module)": manifest["onnxruntime"],
-                         "redis-server": compare_env.tool_version(["redis-server", "--version"]),
-                         "wrk": compare_env.tool_version([wrk_exe, "-v"])}
-    v.update({f"{k} (.venv-compare)": val for k, val in compare_env.venv_versions().items()})
+                         "redis-server": compare_env.tool_version(["redis-server", "--version"])}
+    if wrk_exe:
+        v["wrk"] = compare_env.tool_version([wrk_exe, "-v"])
+    if peer is not None and peers.LABEL in stacks:
+        v[peers.LABEL] = peer.version or "unknown"
+    if wrk_exe:  # the HTTP stacks ran
+        v.update({f"{k} (.venv-compare)": val for k, val in compare_env.venv_versions().items()})
     for name in ("triton", "pytriton"):
         if name in stacks:
             try:
@@ -331,6 +360,21 @@ def run_all(targets: dict[str, list[Target]], stacks: dict[str, Any], clients: l
             for (m, c, label), rs in cells.items()]
 
 
+def stack_names(stacks: str, peer: str | None) -> list[str]:
+    """The stacks of --stacks, with the peer's added when --peer is given; a stack name that is
+    not known, or the peer's without --peer, stops the run."""
+    names = [n.strip() for n in stacks.split(",") if n.strip()]
+    known = ["module", *LABELS, peers.LABEL]
+    for n in names:
+        if n not in known:
+            raise SystemExit(f"--stacks: no stack {n!r} (known: {', '.join(known)})")
+    if peers.LABEL in names and not peer:
+        raise SystemExit(f"--stacks {peers.LABEL} needs --peer PATH (its redisai.so)")
+    if peer and peers.LABEL not in names:
+        names.append(peers.LABEL)
+    return names
+
+
 def _shown(path: pathlib.Path) -> pathlib.Path:
     """path relative to the repository when inside it (how the docs name a results file)."""
     try:
@@ -339,14 +383,15 @@ def _shown(path: pathlib.Path) -> pathlib.Path:
         return path
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1 repetition of 1 s per cell")
     ap.add_argument("--reps", type=int, default=3, help="repetitions (alternating stacks), default 3")
     ap.add_argument("--seconds", type=float, default=5.0, help="timed seconds per cell, default 5")
     ap.add_argument("--clients", default=",".join(map(str, CLIENTS)), help="connections, default 1,16")
     ap.add_argument("--models", default=",".join(MODELS), help="default cnn,fraud,big")
-    ap.add_argument("--stacks", default="module,fastapi,triton,pytriton")
+    ap.add_argument("--stacks", default="module,fastapi,triton,pytriton",
+                    help=f"default module,fastapi,triton,pytriton, and {peers.LABEL} with --peer")
     ap.add_argument("--big-mib", type=int, default=128, help="size of the big model's initializer")
     ap.add_argument("--install", help="install tree (default: newest install/redisai-*/)")
     ap.add_argument("--build", default=str(HERE.parent / "build"), help="configured build folder")
@@ -355,10 +400,15 @@ def main() -> int:
                     help="also serve with these module arguments (e.g. "
                          'tpq1="THREADS_PER_QUEUE 1 INTRA_OP_PARALLELISM 1"): the module\'s rows '
                          "again, labelled @LABEL, and the defaults against the best of them")
+    peers.add_options(ap)
     ap.add_argument("--markdown", metavar="RESULTS.json", help="print the tables of a results file, run nothing")
     ap.add_argument("--update-docs", metavar="RESULTS.json",
                     help="rewrite the tables of README.md and docs/performance.md from a results file")
-    opts = ap.parse_args()
+    return ap
+
+
+def main() -> int:
+    opts = parser().parse_args()
     if opts.update_docs:
         results = pathlib.Path(opts.update_docs)
         if not results.resolve().is_relative_to(HERE.parent):
@@ -380,10 +430,14 @@ def main() -> int:
             raise SystemExit(f"--module-setting {v}: expected LABEL=\"ARGS\"")
         module_settings[label] = args.split()
     clients = [int(c) for c in opts.clients.split(",")]
+    names = stack_names(opts.stacks, opts.peer)
+    peer = peers.from_options(opts, ["ONNX"])
     t_start = time.perf_counter()
     install = base.find_install(opts.install)
-    compare_env.ensure_venv()
-    wrk_exe = compare_env.ensure_wrk()
+    wrk_exe = None
+    if any(n in LABELS for n in names):  # an HTTP stack: its venv and the HTTP client
+        compare_env.ensure_venv()
+        wrk_exe = compare_env.ensure_wrk()
     _, load_exe = floor_tools.build(pathlib.Path(opts.build))
     work = pathlib.Path(tempfile.mkdtemp(prefix="bench-compare-"))
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -396,10 +450,10 @@ def main() -> int:
         manifest_path = work / "models" / "manifest.json"
         manifest = json.loads(manifest_path.read_text())
         models = {m: manifest["models"][m] for m in opts.models.split(",")}
-        stacks = start_stacks(opts.stacks.split(","), install, load_exe, manifest_path, work,
-                              left_out, module_settings)
-        targets = build_targets(stacks, models, wrk_exe, work, left_out)
-        vers = versions(stacks, manifest, wrk_exe)
+        stacks = start_stacks(names, install, load_exe, manifest_path, work,
+                              left_out, module_settings, peer)
+        targets = build_targets(stacks, models, wrk_exe or "", work, left_out)
+        vers = versions(stacks, manifest, wrk_exe, peer)
         print(f"measuring: {reps} repetitions x {seconds:g} s per cell, clients {clients} ...", flush=True)
         cells = run_all(targets, stacks, clients, reps, seconds, warm_s, left_out)
     finally:
@@ -417,6 +471,7 @@ def main() -> int:
         "stacks": {n: s.description if isinstance(s, ModuleStack) else type(s).description
                    for n, s in stacks.items()},
         "module_settings": module_settings,
+        **({"peer": peer.describe()} if peer is not None else {}),
         "left_out": left_out, "cells": cells, "seconds_total": round(time.perf_counter() - t_start),
     }
     path = base.write_result(opts.out, f"compare-{stamp}", doc)

@@ -80,13 +80,15 @@ class Backend:
     def __init__(self, kind: str, install: pathlib.Path, manifest: dict[str, Any],
                  load_exe: pathlib.Path, floor_exe: pathlib.Path, work: pathlib.Path,
                  extra_args: Sequence[str] = (),
-                 base_args: Sequence[str] = ("THREADS_PER_QUEUE", "1")) -> None:
+                 base_args: Sequence[str] = ("THREADS_PER_QUEUE", "1"),
+                 module: pathlib.Path | None = None, backend: pathlib.Path | None = None) -> None:
         """extra_args: more module arguments (bench_threads.py: its settings); base_args: the
         arguments before them, THREADS_PER_QUEUE 1 (one worker, no helper) unless replaced
-        (bench_threads.py gives none: its defaults are the module's)."""
+        (bench_threads.py gives none: its defaults are the module's). module, backend: another
+        module and its backend than install's (bench_threads.py's peer, bench/peer.py)."""
         self.kind = kind
-        self.so = backend_file(install, BACKEND_DIRS[kind])
-        self.srv = RedisServer(install / "redisai.so",
+        self.so = backend or backend_file(install, BACKEND_DIRS[kind])
+        self.srv = RedisServer(module or install / "redisai.so",
                                [kind, str(self.so), *base_args, *extra_args])
         self.client = base.Client(self.srv.port)
         self.load = floor_tools.Load(load_exe, self.srv.port, work)
@@ -137,6 +139,13 @@ class Backend:
         """One of INFO's counters (0 on a tree without it)."""
         value = info_field(bytes(self.client.call("INFO", "MODULES")), field)
         return int(value) if value is not None else 0
+
+    def info_counts(self, fields: Sequence[str]) -> dict[str, int | None]:
+        """Several of INFO's counters from one INFO; None for one the server lacks (an older
+        tree, RedisAI 1.2.7)."""
+        text = bytes(self.client.call("INFO", "MODULES"))
+        values = {f: info_field(text, f) for f in fields}
+        return {f: int(v) if v is not None else None for f, v in values.items()}
 
     def inline_runs(self) -> int:
         """INFO's count of runs answered on the main thread (0 on a tree without it)."""

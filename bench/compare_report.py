@@ -3,19 +3,23 @@
     bench/run compare --markdown bench/results/compare-STAMP.json
 
 headline(): req/s per model, clients and stack, and the module's ratio to the best other
-stack; details(): every stack's req/s (min-max over repetitions), p50, p99, server CPU per
-request and the ratio "module DAG / this stack" in req/s.
+stack (and to RedisAI 1.2.7's DAG when the run had it); details(): every stack's req/s (min-max
+over repetitions), p50, p99, server CPU per request and the ratio "module DAG / this stack" in
+req/s; versus_peer(): the module against RedisAI 1.2.7 (--peer) per cell and way of serving.
 """
 from __future__ import annotations
 
 import pathlib
 from typing import Any
 
+import peer as peers
 import ratios
 
 REFERENCE = "module DAG"  # the like-for-like module figure the ratios divide
-ORDER = ("module DAG", "module DAG, ref in Redis", "module MODELEXECUTE", "FastAPI + uvicorn",
-         "Triton (python backend)", "PyTriton")
+WAYS = ("DAG", "DAG, ref in Redis", "MODELEXECUTE")  # how the module and RedisAI 1.2.7 serve
+ORDER = (*(f"module {w}" for w in WAYS), *(f"{peers.LABEL} {w}" for w in WAYS),
+         "FastAPI + uvicorn", "Triton (python backend)", "PyTriton")
+PEER_REFERENCE = f"{peers.LABEL} DAG"
 MODEL_NAMES = {"cnn": "CNN (MNIST-sized)", "fraud": "fraud MLP (1x30 + 1x256)", "big": "128 MiB Gather"}
 
 
@@ -43,18 +47,55 @@ def _is_setting(label: str) -> bool:
     return " @" in label
 
 
+def _is_peer(label: str) -> bool:
+    return label.startswith(peers.LABEL + " ")
+
+
 def headline(doc: dict[str, Any]) -> str:
+    """"best other" is the best of the other serving stacks; RedisAI 1.2.7, when measured, has
+    its own ratio column."""
     cells = _cells(doc)
     labels = sorted({c["stack"] for c in doc["cells"] if not _is_setting(c["stack"])}, key=_rank)
-    others = [lab for lab in labels if not lab.startswith("module")]
-    head = "| model | clients | " + " | ".join(labels) + " | module DAG / best other |"
-    rows = [head, "|" + "---|" * (len(labels) + 3)]
+    others = [lab for lab in labels if not lab.startswith("module") and not _is_peer(lab)]
+    with_peer = PEER_REFERENCE in labels
+    head = ("| model | clients | " + " | ".join(labels) + " | module DAG / best other |"
+            + (f" module DAG / {peers.NAME} DAG |" if with_peer else ""))
+    rows = [head, "|" + "---|" * (len(labels) + 3 + with_peer)]
     for (model, clients), row in cells.items():
         vals = [f"{row[lab]['rps']['median']:,.0f}" if lab in row else "-" for lab in labels]
         best = max((row[lab]["rps"]["median"] for lab in others if lab in row), default=0.0)
         ratio = f"{row[REFERENCE]['rps']['median'] / best:.2f}x" if best and REFERENCE in row else "-"
+        if with_peer:
+            pr = peers.ratio(row.get(REFERENCE), row.get(PEER_REFERENCE))
+            ratio += f" | {pr:.2f}x" if pr is not None else " | -"
         rows.append(f"| {_model(model, doc)} | {clients} | " + " | ".join(vals) + f" | {ratio} |")
     return "\n".join(rows)
+
+
+def versus_peer(doc: dict[str, Any]) -> str:
+    """The module at its defaults against RedisAI 1.2.7 at its own, per model, clients and way
+    of serving: req/s median (min-max), server CPU ms per request, module / RedisAI (ratio of
+    the medians) and paired (the median of the repetitions' ratios); "" without the peer."""
+    if not any(_is_peer(c["stack"]) for c in doc["cells"]):
+        return ""
+    rows = [f"| model | clients | way | module req/s | {peers.NAME} req/s | module CPU ms/req | "
+            f"{peers.NAME} CPU ms/req | module / {peers.NAME} | paired |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for (model, clients), row in _cells(doc).items():
+        for way in WAYS:
+            m, p = row.get(f"module {way}"), row.get(f"{peers.LABEL} {way}")
+            if not m or not p:
+                continue
+            r, pr = peers.ratio(m, p), paired(m, p)
+            rows.append(f"| {_model(model, doc)} | {clients} | {way} | {_range(m)} | {_range(p)} | "
+                        f"{m['cpu_ms_per_req']['median']:.3f} | {p['cpu_ms_per_req']['median']:.3f} | "
+                        f"{r:.2f}x | " + (f"{pr:.2f}x" if pr is not None else "-") + " |")
+    return "\n".join(rows)
+
+
+def _range(c: dict[str, Any]) -> str:
+    rps = c["rps"]
+    return f"{rps['median']:,.0f} ({rps['min']:,.0f}-{rps['max']:,.0f})"
 
 
 def details(doc: dict[str, Any]) -> str:
@@ -133,6 +174,10 @@ def markdown(doc: dict[str, Any], path: pathlib.Path | None = None) -> str:
         "",
         details(doc),
     ]
+    if versus_peer(doc):
+        lines += ["", f"The module against {peers.NAME}, both at their defaults (req/s median "
+                  "and min-max over repetitions; paired: the median of the repetitions' ratios):",
+                  "", versus_peer(doc)]
     if doc.get("module_settings"):
         lines += ["", "The module at its defaults and with fixed settings ("
                   + "; ".join(f"@{k}: {' '.join(v)}" for k, v in doc["module_settings"].items())
@@ -165,7 +210,14 @@ def block(kind: str, doc: dict[str, Any], results: str) -> str:
             "medians; `--markdown` on the file prints every repetition's range.\n\n"
             "Requests per second:\n\n" + headline(doc) + "\n\n"
             "p50 / p99 latency (us) / server CPU per request (ms, all the server's processes):\n\n"
-            + latency(doc) + settings_block(doc))
+            + latency(doc) + peer_block(doc) + settings_block(doc))
+
+
+def peer_block(doc: dict[str, Any]) -> str:
+    """The module against RedisAI 1.2.7, when the run had it."""
+    table = versus_peer(doc)
+    return (f"\n\nThe module against {peers.NAME}, both at their defaults (req/s median and "
+            "min-max; paired: the median of the repetitions' ratios):\n\n" + table) if table else ""
 
 
 def settings_block(doc: dict[str, Any]) -> str:
