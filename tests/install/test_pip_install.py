@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -36,6 +35,7 @@ import engine_models as em
 import tf_graphs
 import tflite_models
 from model_io import get, put
+from helpers import terminate
 from paths import ROOT
 from redis_server import free_port
 from resp import RawClient
@@ -130,13 +130,7 @@ class ConsoleServer:
 
     def stop(self) -> str:
         """Stops the server; returns what redisai-server wrote to stderr."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
         err = self.proc.stderr.read() if self.proc.stderr else ""
         shutil.rmtree(self.dir, ignore_errors=True)
         return err

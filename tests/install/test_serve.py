@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from typing import Iterator, Sequence
 
 import pytest
 
+from helpers import terminate
 from paths import ROOT
 from redis_server import free_port
 from resp import RawClient
@@ -70,13 +70,7 @@ class Served:
         return RawClient(self.port, host=self.host)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
 
 
 def _printed_command(text: str, prefix: str) -> list[str]:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pathlib
+import signal
+import subprocess
 import threading
 import time
 from typing import Any, Callable
@@ -184,3 +186,14 @@ def runnable_seconds_by_thread(pid: int) -> dict[int, float]:
 def runnable_seconds(pid: int) -> float:
     """runnable_seconds_by_thread's sum: the whole process."""
     return sum(runnable_seconds_by_thread(pid).values())
+
+
+def terminate(proc: "subprocess.Popen[Any]", timeout: float = 30) -> None:
+    """SIGTERM, then SIGKILL if the process has not ended after `timeout` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
