@@ -134,6 +134,7 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
         .backend_name = p->backend_name ? RedisModule_Strdup(p->backend_name) : NULL,
         .on_fallback = fallback,
         .last_run_us = -1,
+        .recent_work_us = -1,
         .last_run_in_bytes = -1,
     };
     if (fallback) __atomic_add_fetch(&fallback_models, 1, __ATOMIC_RELAXED);

@@ -1,0 +1,91 @@
+"""The thread policy of a run (docs/performance.md, "Thread defaults";
+module/engine/thread_policy.c, applied by module/engine/run_threads.c): a lone client's run of a
+model whose recent runs took at least the crossover (INFO `ai_lone_heavy_run_min_us`) is given
+one intra-op thread per physical core (RAI_RunInfo.intra_op_threads), and INFO counts it
+(`ai_lone_heavy_runs`); a light model's runs are not; INTRA_OP_PARALLELISM or
+INTER_OP_PARALLELISM given, no run is. INFO `ai_cpus_logical` / `ai_cpus_physical` are this
+process's CPUs (its affinity) and the cores among them.
+
+The policy itself, over fake topologies and loads, is tests/unit/c/test_thread_policy.c; here
+the engine's side: that the model's run time and the worker's load reach it. The heavy model is
+tf_graphs.slow_graph() (engine_models.calibrate_slow) at about 20 ms a run, forty times the
+crossover; no timing is asserted. Isolated runs are handed to their host, which the policy does
+not reach yet (its backend gets 0: its own default)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import engine_models as em
+from redis_server import ISOLATE_ENV, RedisServer
+from resp import RawClient
+
+ISOLATED = bool(os.environ.get(ISOLATE_ENV, "").strip())
+
+
+def info_fields(c: RawClient) -> dict[str, str]:
+    text = c.execute("INFO", "MODULES")
+    text = text.decode() if isinstance(text, bytes) else text
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+
+def lone_heavy_runs(c: RawClient) -> int:
+    return int(info_fields(c)["ai_lone_heavy_runs"])
+
+
+def run_times(c: RawClient, key: str, inputs: list[str], times: int) -> int:
+    """Runs `key` `times` times in a row from one client: the lone heavy runs it added."""
+    before = lone_heavy_runs(c)
+    for _ in range(times):
+        reply = c.execute("AI.MODELEXECUTE", key, "INPUTS", len(inputs), *inputs,
+                          "OUTPUTS", 1, "__tp_out")
+        assert reply == "OK", reply
+    return lone_heavy_runs(c) - before
+
+
+def store_models(c: RawClient) -> None:
+    """`slow` (calibrated: already run several times) with its input `n` at about 20 ms a
+    run, and the 2x2 `m` never run."""
+    assert c.execute("FLUSHALL", "SYNC") == "OK"
+    em.store_slow_and_mul(c)
+    n = em.slow_at_least(c, em.calibrate_slow(c)(0.02), 0.02)
+    assert c.execute("AI.TENSORSET", "n", "INT32", "VALUES", n) == "OK"
+
+
+@pytest.fixture(scope="module")
+def default_server(start_server, tf_backend_path) -> RedisServer:
+    return start_server(["TF", str(tf_backend_path)])
+
+
+def test_topology_in_info(default_server: RedisServer) -> None:
+    with RawClient(default_server.port) as c:
+        fields = info_fields(c)
+    logical, physical = int(fields["ai_cpus_logical"]), int(fields["ai_cpus_physical"])
+    assert logical == len(os.sched_getaffinity(default_server.proc.pid))
+    assert 1 <= physical <= logical
+    assert int(fields["ai_lone_heavy_run_min_us"]) > 0
+
+
+@pytest.mark.skipif(ISOLATED, reason="isolated runs go to their host, outside the policy")
+def test_lone_heavy_runs_get_every_core(default_server: RedisServer) -> None:
+    with RawClient(default_server.port) as c:
+        store_models(c)
+        assert run_times(c, "slow", ["n"], 4) == 4
+
+
+def test_light_model_keeps_the_shared_count(default_server: RedisServer) -> None:
+    """The 2x2 model's first run (TF's warm-up, milliseconds) is no figure; its runs after it
+    take tens of microseconds. One may count on a loaded machine (a run preempted for a
+    millisecond weighs a quarter of the average), not more."""
+    with RawClient(default_server.port) as c:
+        store_models(c)
+        assert run_times(c, "m", ["a", "b"], 8) <= 1
+
+
+@pytest.mark.parametrize("setting", ["INTRA_OP_PARALLELISM", "INTER_OP_PARALLELISM"])
+def test_user_setting_keeps_its_meaning(start_server, tf_backend_path, setting: str) -> None:
+    srv = start_server(["TF", str(tf_backend_path), setting, "1"])
+    with RawClient(srv.port) as c:
+        store_models(c)
+        assert run_times(c, "slow", ["n"], 4) == 0
