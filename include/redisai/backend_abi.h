@@ -196,6 +196,13 @@ typedef struct RAI_ModelSpec {
      * "while creating <key>"). Not NUL-terminated. --- */
     const char *key;
     size_t key_len;
+    /* --- 1.6: 1 when blob stays valid and unchanged until model_free
+     * (the core keeps the model's blob: an in-process backend), so that a
+     * backend may build a second session from it later (ONNX Runtime's
+     * session for lone heavy runs); 0: copy what is needed before
+     * model_create returns (an isolated backend's host). Read it only when
+     * size covers it. --- */
+    int blob_kept;
 } RAI_ModelSpec;
 
 /* Input and output names a backend found in the model itself (ONNX, Torch).

@@ -20,7 +20,8 @@ static RAI_ThreadSettings settings(void) {
 }
 
 RAI_ThreadChoice RunThreads_Choose(const RAI_Model *m) {
-    if (RunQueue_WorkerIndex() < 0) return (RAI_ThreadChoice){0};
+    /* A GPU run's intra-op threads only feed the device: not the policy's. */
+    if (RunQueue_WorkerIndex() < 0 || m->device != RAI_DEVICE_CPU) return (RAI_ThreadChoice){0};
     RAI_RunLoad load = RunQueue_TakenLoad();
     RAI_ThreadSettings user = settings();
     long long work = __atomic_load_n(&m->recent_work_us, __ATOMIC_RELAXED);

@@ -11,9 +11,10 @@
 #include "engine/thread_policy.h"
 #include "types/model.h"
 
-/* The choice for a run of m on the calling thread: the policy's on a
- * run-queue worker, else {0} (intra_op_threads 0: the backend's default;
- * inline runs on the main thread, LLAPI runs). */
+/* The choice for a run of m on the calling thread: the policy's for a CPU
+ * model on a run-queue worker, else {0} (intra_op_threads 0: the
+ * backend's default; inline runs on the main thread, LLAPI runs, GPU
+ * models). */
 RAI_ThreadChoice RunThreads_Choose(const RAI_Model *m);
 /* Around the backend's run: a lone heavy run stands the spins down. Any
  * thread. */

@@ -97,6 +97,8 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
         .outputs = p->outputs,
         .key = p->key ? p->key : "",
         .key_len = p->key ? p->key_len : 0,
+        /* Freed after model_free (Backend_ModelFree), with the model. */
+        .blob_kept = 1,
     };
     RAI_ModelNames names = {0};
     void *handle = be->model_create(&spec, &names, err);

@@ -4,7 +4,9 @@ model whose recent runs took at least the crossover (INFO `ai_lone_heavy_run_min
 one intra-op thread per physical core (RAI_RunInfo.intra_op_threads), and INFO counts it
 (`ai_lone_heavy_runs`); a light model's runs are not; INTRA_OP_PARALLELISM or
 INTER_OP_PARALLELISM given, no run is. INFO `ai_cpus_logical` / `ai_cpus_physical` are this
-process's CPUs (its affinity) and the cores among them.
+process's CPUs (its affinity) and the cores among them. ONNX Runtime runs a lone heavy run on the
+model's second session (backends/onnxruntime/ort_lone.c; INFO `ai_onnxruntime_lone_runs`), with
+the same outputs, where the physical cores are more than the shared count (on 1 core: none).
 
 The policy itself, over fake topologies and loads, is tests/unit/c/test_thread_policy.c; here
 the engine's side: that the model's run time and the worker's load reach it. The heavy model is
@@ -13,6 +15,7 @@ crossover; no timing is asserted. Isolated runs are handed to their host, which 
 not reach yet (its backend gets 0: its own default)."""
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -30,8 +33,12 @@ def info_fields(c: RawClient) -> dict[str, str]:
     return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
 
 
+def lone_heavy_runs_of(fields: dict[str, str]) -> int:
+    return int(fields["ai_lone_heavy_runs"])
+
+
 def lone_heavy_runs(c: RawClient) -> int:
-    return int(info_fields(c)["ai_lone_heavy_runs"])
+    return lone_heavy_runs_of(info_fields(c))
 
 
 def run_times(c: RawClient, key: str, inputs: list[str], times: int) -> int:
@@ -51,6 +58,27 @@ def store_models(c: RawClient) -> None:
     em.store_slow_and_mul(c)
     n = em.slow_at_least(c, em.calibrate_slow(c)(0.02), 0.02)
     assert c.execute("AI.TENSORSET", "n", "INT32", "VALUES", n) == "OK"
+
+
+def shared_threads(fields: dict[str, str]) -> int:
+    """backend_threads.h's count with no setting given: max(1, (logical - 1) / 1)."""
+    return max(1, int(fields["ai_cpus_logical"]) - 1)
+
+
+@functools.cache
+def onnx_matmul_chain() -> bytes:
+    """Input `x` float [256, 256]; output `out` = x @ W @ W @ W @ W with W = 0.5 I: four
+    256x256 products (tens of milliseconds on one thread), out = x / 16 exactly."""
+    onnx = em._onnx()
+    import numpy as np  # noqa: PLC0415
+
+    h, TP = onnx.helper, onnx.TensorProto
+    w = onnx.numpy_helper.from_array(np.eye(256, dtype=np.float32) * 0.5, name="w")
+    names = ["x", "y1", "y2", "y3", "out"]
+    nodes = [h.make_node("MatMul", [names[i], "w"], [names[i + 1]]) for i in range(4)]
+    g = h.make_graph(nodes, "chain", [h.make_tensor_value_info("x", TP.FLOAT, [256, 256])],
+                     [h.make_tensor_value_info("out", TP.FLOAT, [256, 256])], [w])
+    return em._onnx_model(g)
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +117,30 @@ def test_user_setting_keeps_its_meaning(start_server, tf_backend_path, setting: 
     with RawClient(srv.port) as c:
         store_models(c)
         assert run_times(c, "slow", ["n"], 4) == 0
+
+
+@pytest.mark.skipif(ISOLATED, reason="isolated runs go to their host, outside the policy")
+def test_onnx_lone_heavy_runs_use_the_second_session(start_server, onnx_backend_path) -> None:
+    """Five runs from one client: the first is the warm-up, the second gives the model its
+    time, the next three are lone heavy, on the second session when the physical cores are
+    more than the shared count; every output is x / 16."""
+    import numpy as np  # noqa: PLC0415
+
+    srv = start_server(["ONNX", str(onnx_backend_path)])
+    x = np.arange(256 * 256, dtype=np.float32).reshape(256, 256) % 97
+    with RawClient(srv.port) as c:
+        assert c.execute("AI.MODELSTORE", "chain", "ONNX", "CPU", "BLOB",
+                         onnx_matmul_chain()) == "OK"
+        assert c.execute("AI.TENSORSET", "x", "FLOAT", 256, 256, "BLOB", x.tobytes()) == "OK"
+        fields = info_fields(c)
+        lone_before = int(fields["ai_onnxruntime_lone_runs"])
+        heavy_before = lone_heavy_runs(c)
+        for _ in range(5):
+            assert c.execute("AI.MODELEXECUTE", "chain", "INPUTS", 1, "x",
+                             "OUTPUTS", 1, "out") == "OK"
+            out = np.frombuffer(c.execute("AI.TENSORGET", "out", "BLOB"), dtype=np.float32)
+            assert np.array_equal(out.reshape(256, 256), x / 16)
+        fields = info_fields(c)
+    assert lone_heavy_runs_of(fields) - heavy_before == 3
+    second = int(fields["ai_cpus_physical"]) != shared_threads(fields)
+    assert int(fields["ai_onnxruntime_lone_runs"]) - lone_before == (3 if second else 0)
