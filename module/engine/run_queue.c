@@ -166,8 +166,14 @@ static RunQueue_RunFn policy_run;
  * RUNQUEUE_SAMPLE. Called and returns under lock. */
 static void runTaken(RAI_RunQueue *q, struct RAI_Dag **batch, size_t n) {
     long long start = sampleStart(q);
+    /* A thread stays busy until it comes back for the lock, after its
+     * client was answered: a lone client's next DAG may be taken by the
+     * helper meanwhile (long runs). Beyond the blocked clients, a busy
+     * thread is one such (or an LLAPI run, which blocks no client). */
     int running = q->busy + (int)q->in_flight;
-    long blocked = (long)RunQueue_ClientsWaiting() - running;
+    long clients = (long)RunQueue_ClientsWaiting();
+    if (clients >= 1 && running > clients) running = (int)clients;
+    long blocked = clients - running;
     taken_load = (RAI_RunLoad){.running = running,
                                .waiting = q->queued > blocked ? q->queued : blocked};
     pthread_mutex_unlock(&q->lock);
