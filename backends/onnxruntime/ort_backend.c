@@ -13,7 +13,6 @@
 #include "common/rai_entry.h"
 #include "onnxruntime/ort_allocator.h"
 #include "onnxruntime/ort_env.h"
-#include "onnxruntime/ort_lone.h"
 #include "onnxruntime/ort_model.h"
 #include "redisai/backend_abi.h"
 
@@ -51,10 +50,6 @@ static void ort_info(void *ctx, void (*add)(void *ctx, const char *field, const 
     long long threads = ort.host->config_get(RAI_CONFIG_THREADS_PER_QUEUE);
     snprintf(value, sizeof(value), "%lld", threads * (long long)run_queue_count());
     add(ctx, "onnxruntime_maximum_run_sessions_number", value);
-    /* Runs on a model's second session, the engine's lone heavy runs
-     * (ort_lone.h). */
-    snprintf(value, sizeof(value), "%llu", ort_lone_runs());
-    add(ctx, "onnxruntime_lone_runs", value);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -7,8 +7,6 @@
 
 #include "onnxruntime/ort_allocator.h"
 
-static unsigned long long lone_runs = 0; /* atomic */
-
 void ort_lone_init(OrtLone *l, const RAI_ModelSpec *spec) {
     *l = (OrtLone){0};
     pthread_mutex_init(&l->lock, NULL);
@@ -21,7 +19,7 @@ void ort_lone_init(OrtLone *l, const RAI_ModelSpec *spec) {
 
 /* The first session's options (ort_model.c) but for the thread count and
  * the spinning. A failure is logged, not the run's: the run goes on. */
-static OrtSession *build(const OrtLone *l, int threads) {
+static OrtSession *build(const OrtLone *l, int threads, const char *key, int key_len) {
     const OrtApi *api = ort.api;
     OrtSessionOptions *opts = NULL;
     OrtSession *session = NULL;
@@ -35,9 +33,9 @@ static OrtSession *build(const OrtLone *l, int threads) {
     if (!st) st = api->CreateSessionFromArray(ort.env, l->blob, l->blob_len, opts, &session);
     if (st) {
         ort.host->log(RAI_LOG_WARNING,
-                      "ONNX Runtime: no %d-thread session for lone runs, they keep the shared "
-                      "one: %s",
-                      threads, api->GetErrorMessage(st));
+                      "ONNX Runtime: no %d-thread session for lone runs of '%.*s', they keep "
+                      "the shared one: %s",
+                      threads, key_len, key, api->GetErrorMessage(st));
         api->ReleaseStatus(st);
         session = NULL;
     }
@@ -45,7 +43,7 @@ static OrtSession *build(const OrtLone *l, int threads) {
     return session;
 }
 
-OrtSession *ort_lone_session(OrtLone *l, int threads) {
+OrtSession *ort_lone_session(OrtLone *l, int threads, const RAI_RunInfo *info) {
     if (l->blob == NULL || threads < 1 || __atomic_load_n(&l->failed, __ATOMIC_RELAXED)) {
         return NULL;
     }
@@ -55,8 +53,18 @@ OrtSession *ort_lone_session(OrtLone *l, int threads) {
         s = l->session;
         if (s == NULL && !l->failed) {
             /* As the first session: its blob size, once, for its life. */
+            int has_key = info->size >= offsetof(RAI_RunInfo, key_len) + sizeof(size_t) &&
+                          info->key != NULL;
+            const char *key = has_key ? info->key : "";
+            int key_len = has_key && info->key_len < 256 ? (int)info->key_len : 0;
             l->charged = ort_allocator_charge(l->blob_len);
-            s = l->charged ? build(l, threads) : NULL;
+            if (!l->charged) {
+                ort.host->log(RAI_LOG_WARNING,
+                              "ONNX Runtime: no %d-thread session for lone runs of '%.*s', they "
+                              "keep the shared one: BACKEND_MEMORY_LIMIT",
+                              threads, key_len, key);
+            }
+            s = l->charged ? build(l, threads, key, key_len) : NULL;
             if (s == NULL) {
                 if (l->charged) ort_allocator_discharge(l->blob_len);
                 l->charged = 0;
@@ -64,6 +72,9 @@ OrtSession *ort_lone_session(OrtLone *l, int threads) {
             } else {
                 l->threads = threads;
                 __atomic_store_n(&l->session, s, __ATOMIC_RELEASE);
+                ort.host->log(RAI_LOG_NOTICE,
+                              "ONNX Runtime: a %d-thread session for lone runs of '%.*s'",
+                              threads, key_len, key);
             }
         }
         pthread_mutex_unlock(&l->lock);
@@ -79,12 +90,4 @@ void ort_lone_free(OrtLone *l) {
     pthread_mutex_destroy(&l->lock);
     l->session = NULL;
     l->charged = 0;
-}
-
-void ort_lone_count_run(void) {
-    __atomic_add_fetch(&lone_runs, 1, __ATOMIC_RELAXED);
-}
-
-unsigned long long ort_lone_runs(void) {
-    return __atomic_load_n(&lone_runs, __ATOMIC_RELAXED);
 }

@@ -12,7 +12,9 @@
  * BACKEND_MEMORY_LIMIT like the first, and one build on that run). Its pool
  * does not spin after a run: a lone run's pool would otherwise spin against
  * Redis's main thread while it replies. A session that cannot be built (the
- * memory limit) is not tried again: the runs stay on the shared one.
+ * memory limit) is not tried again: the runs stay on the shared one. Both
+ * outcomes are logged once per model (NOTICE, WARNING), naming the key and
+ * the thread count: INFO's backend section keeps RedisAI 1.2's fields.
  */
 #ifndef REDISAI_ORT_LONE_H
 #define REDISAI_ORT_LONE_H
@@ -35,12 +37,10 @@ typedef struct OrtLone {
 /* From the model's spec: a second session only for a CPU model whose blob
  * the core keeps. */
 void ort_lone_init(OrtLone *l, const RAI_ModelSpec *spec);
-/* The session for a run of `threads` intra-op threads, built now if it is
- * the first such run; NULL: run on the shared session. Any worker. */
-OrtSession *ort_lone_session(OrtLone *l, int threads);
+/* The session for a run of `threads` intra-op threads (info: the run's, for
+ * the log line), built now if it is the first such run; NULL: run on the
+ * shared session. Any worker. */
+OrtSession *ort_lone_session(OrtLone *l, int threads, const RAI_RunInfo *info);
 void ort_lone_free(OrtLone *l);
-/* Runs on second sessions since load (INFO onnxruntime_lone_runs). */
-void ort_lone_count_run(void);
-unsigned long long ort_lone_runs(void);
 
 #endif

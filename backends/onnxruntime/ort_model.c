@@ -395,10 +395,8 @@ int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inpu
     /* The engine's count for this run (ABI 1.6); the session's own when it
      * says none or the same. */
     int want = info->size >= RAI_RUN_INFO_SIZE_1_6 ? info->intra_op_threads : 0;
-    OrtSession *lone = want > 0 && want != m->threads ? ort_lone_session(&m->lone, want) : NULL;
-    if (lone) {
-        ort_lone_count_run();
-    }
+    OrtSession *lone =
+        want > 0 && want != m->threads ? ort_lone_session(&m->lone, want, info) : NULL;
     /* ORT's own texts, e.g. "Unexpected input data type. Actual: ...",
      * "Exiting due to terminate flag being set to true." */
     OrtStatus *status = ort.api->Run(lone ? lone : m->session, r.options, (const char *const *)r.names,

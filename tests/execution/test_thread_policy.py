@@ -3,10 +3,11 @@ module/engine/thread_policy.c, applied by module/engine/run_threads.c): a lone c
 model whose recent runs took at least the crossover (INFO `ai_lone_heavy_run_min_us`) is given
 one intra-op thread per physical core (RAI_RunInfo.intra_op_threads), and INFO counts it
 (`ai_lone_heavy_runs`); a light model's runs are not; INTRA_OP_PARALLELISM or
-INTER_OP_PARALLELISM given, no run is. INFO `ai_cpus_logical` / `ai_cpus_physical` are this
+INTER_OP_PARALLELISM given, no run is, and no second session is built. INFO `ai_cpus_logical` / `ai_cpus_physical` are this
 process's CPUs (its affinity) and the cores among them. ONNX Runtime runs a lone heavy run on the
-model's second session (backends/onnxruntime/ort_lone.c; INFO `ai_onnxruntime_lone_runs`), with
-the same outputs, where the physical cores are more than the shared count (on 1 core: none).
+model's second session (backends/onnxruntime/ort_lone.c, which logs its thread count once when it
+builds it), with the same outputs, where the physical cores are not the shared count (none on 1
+core).
 
 The policy itself, over fake topologies and loads, is tests/unit/c/test_thread_policy.c; here
 the engine's side: that the model's run time and the worker's load reach it. The heavy model is
@@ -21,6 +22,7 @@ import os
 import pytest
 
 import engine_models as em
+from helpers import LogMark
 from redis_server import ISOLATE_ENV, RedisServer
 from resp import RawClient
 
@@ -95,11 +97,34 @@ def test_topology_in_info(default_server: RedisServer) -> None:
     assert int(fields["ai_lone_heavy_run_min_us"]) > 0
 
 
+def lone_sessions(mark: LogMark, framework: str, key: str) -> list[str]:
+    """The backend's log lines since mark: a second session built for lone runs of key."""
+    return [line for line in mark.lines()
+            if f"{framework}: a " in line and f"session for lone runs of '{key}'" in line]
+
+
+def check_second_session(mark: LogMark, framework: str, key: str, fields: dict[str, str]) -> None:
+    """One second session of one thread per physical core was built for key, logged once;
+    none where that count is the shared one."""
+    physical = int(fields["ai_cpus_physical"])
+    built = lone_sessions(mark, framework, key)
+    if physical == shared_threads(fields):
+        assert built == []
+    else:
+        assert len(built) == 1 and f"a {physical}-thread session" in built[0], built
+
+
 @pytest.mark.skipif(ISOLATED, reason="isolated runs go to their host, outside the policy")
 def test_lone_heavy_runs_get_every_core(default_server: RedisServer) -> None:
+    """TensorFlow runs them on a second session over the model's graph, one intra-op thread
+    per physical core, built once (at the first lone heavy run of calibration) and logged;
+    none when that is the shared count."""
+    mark = LogMark(default_server.logfile)
     with RawClient(default_server.port) as c:
         store_models(c)
         assert run_times(c, "slow", ["n"], 4) == 4
+        fields = info_fields(c)
+    check_second_session(mark, "TensorFlow", "slow", fields)
 
 
 def test_light_model_keeps_the_shared_count(default_server: RedisServer) -> None:
@@ -114,16 +139,18 @@ def test_light_model_keeps_the_shared_count(default_server: RedisServer) -> None
 @pytest.mark.parametrize("setting", ["INTRA_OP_PARALLELISM", "INTER_OP_PARALLELISM"])
 def test_user_setting_keeps_its_meaning(start_server, tf_backend_path, setting: str) -> None:
     srv = start_server(["TF", str(tf_backend_path), setting, "1"])
+    mark = LogMark(srv.logfile)
     with RawClient(srv.port) as c:
         store_models(c)
         assert run_times(c, "slow", ["n"], 4) == 0
+    assert lone_sessions(mark, "TensorFlow", "slow") == []
 
 
 @pytest.mark.skipif(ISOLATED, reason="isolated runs go to their host, outside the policy")
 def test_onnx_lone_heavy_runs_use_the_second_session(start_server, onnx_backend_path) -> None:
     """Five runs from one client: the first is the warm-up, the second gives the model its
-    time, the next three are lone heavy, on the second session when the physical cores are
-    more than the shared count; every output is x / 16."""
+    time, the next three are lone heavy, on a second session of one thread per physical core
+    (built once, logged) when that is not the shared count; every output is x / 16."""
     import numpy as np  # noqa: PLC0415
 
     srv = start_server(["ONNX", str(onnx_backend_path)])
@@ -132,8 +159,7 @@ def test_onnx_lone_heavy_runs_use_the_second_session(start_server, onnx_backend_
         assert c.execute("AI.MODELSTORE", "chain", "ONNX", "CPU", "BLOB",
                          onnx_matmul_chain()) == "OK"
         assert c.execute("AI.TENSORSET", "x", "FLOAT", 256, 256, "BLOB", x.tobytes()) == "OK"
-        fields = info_fields(c)
-        lone_before = int(fields["ai_onnxruntime_lone_runs"])
+        mark = LogMark(srv.logfile)
         heavy_before = lone_heavy_runs(c)
         for _ in range(5):
             assert c.execute("AI.MODELEXECUTE", "chain", "INPUTS", 1, "x",
@@ -142,5 +168,4 @@ def test_onnx_lone_heavy_runs_use_the_second_session(start_server, onnx_backend_
             assert np.array_equal(out.reshape(256, 256), x / 16)
         fields = info_fields(c)
     assert lone_heavy_runs_of(fields) - heavy_before == 3
-    second = int(fields["ai_cpus_physical"]) != shared_threads(fields)
-    assert int(fields["ai_onnxruntime_lone_runs"]) - lone_before == (3 if second else 0)
+    check_second_session(mark, "ONNX Runtime", "chain", fields)

@@ -465,10 +465,9 @@ def test_info_modules_with_three_backends(three_backends):
         check_cpu_section(secs["ai_cpu"], {"CPU": 2})
         # docs/info.md: the ONNX backend's own fields follow (its allocator's counters)
         assert names[3:] == ["ai_onnxruntime_memory", "ai_onnxruntime_memory_access_num",
-                             "ai_onnxruntime_maximum_run_sessions_number",
-                             "ai_onnxruntime_lone_runs"], names
+                             "ai_onnxruntime_maximum_run_sessions_number"], names
         for k in ("ai_onnxruntime_memory", "ai_onnxruntime_memory_access_num",
-                  "ai_onnxruntime_maximum_run_sessions_number", "ai_onnxruntime_lone_runs"):
+                  "ai_onnxruntime_maximum_run_sessions_number"):
             assert f[k].isdigit(), f"{k}:{f[k]}"
         assert int(f["ai_onnxruntime_memory_access_num"]) > 0, be
         # one run session per worker thread: the CPU queue with THREADS_PER_QUEUE 2
