@@ -17,7 +17,10 @@
  *
  * where cores is the number this process may run on (its CPU affinity), so
  * 1 on 2 cores, 3 on 4 cores, 15 on 16 cores with one worker per queue. An
- * explicit INTRA_OP_PARALLELISM always wins.
+ * explicit INTRA_OP_PARALLELISM always wins. The engine computes the same
+ * count (module/engine/thread_policy.c) and tells each run it, or one
+ * thread per physical core for a lone heavy run (RAI_RunInfo's
+ * intra_op_threads, ABI 1.6).
  */
 #ifndef REDISAI_BACKEND_THREADS_H
 #define REDISAI_BACKEND_THREADS_H

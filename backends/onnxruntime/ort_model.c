@@ -5,7 +5,8 @@
  * One OrtSession per model. OrtApi::Run is thread-safe, so every worker of
  * a queue runs the same session at once; the model is never mutated after
  * model_create returns, and everything a run creates (its OrtRunOptions,
- * its input and output values) belongs to that run alone.
+ * its input and output values) belongs to that run alone. A lone heavy run
+ * runs a second session with more threads (ort_lone.h).
  */
 #define _GNU_SOURCE /* sched_getaffinity, in backend_threads.h */
 #include "onnxruntime/ort_model.h"
@@ -19,6 +20,7 @@
 #include "onnxruntime/ort_allocator.h"
 #include "onnxruntime/ort_env.h"
 #include "onnxruntime/ort_external.h"
+#include "onnxruntime/ort_lone.h"
 #include "onnxruntime/ort_tensor.h"
 #include "onnxruntime/ort_watchdog.h"
 #include "redisai/reply_texts.h"
@@ -35,6 +37,10 @@ typedef struct OrtModel {
     /* The blob size charged to the allocator's count, when charged is 1. */
     size_t blob_len;
     int charged;
+    /* The session's intra-op threads, and the second session for runs the
+     * engine gives another count (ort_lone.h). */
+    int threads;
+    OrtLone lone;
 } OrtModel;
 
 /* ---------------------------------------------------------------------- */
@@ -92,8 +98,8 @@ static OrtSessionOptions *session_options(const RAI_ModelSpec *spec, RAI_Error *
      * core count (ORT's own, one thread per physical core, spins against
      * Redis's main thread). 1 runs every node in the calling worker and
      * starts no pool at all. */
-    long long intra = rai_intra_op_threads(ort.host);
-    if (ort_failed(api->SetIntraOpNumThreads(opts, int_option(intra)), err)) {
+    int intra = int_option(rai_intra_op_threads(ort.host));
+    if (ort_failed(api->SetIntraOpNumThreads(opts, intra), err)) {
         goto fail;
     }
     long long inter = ort.host->config_get(RAI_CONFIG_INTER_OP_PARALLELISM);
@@ -229,6 +235,7 @@ void ort_model_free(void *handle) {
     if (m->charged) {
         ort_allocator_discharge(m->blob_len);
     }
+    ort_lone_free(&m->lone);
     ort.host->free(m);
 }
 
@@ -254,6 +261,8 @@ void *ort_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Err
         host->error_set(err, "ERR out of memory creating an ONNX model");
         goto fail;
     }
+    ort_lone_init(&m->lone, spec);
+    m->threads = int_option(rai_intra_op_threads(host));
     /* ORT 1.32 keeps the initializers of an in-memory model with its own
      * allocator, not the environment's: the session is charged its blob
      * size as one allocation (1.2 counted one for the model's bytes),
@@ -383,9 +392,14 @@ int ort_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inpu
     if (timeout_ms > 0 && !ort_watchdog_watch(&watch, r.options, timeout_ms, err)) {
         goto done;
     }
+    /* The engine's count for this run (ABI 1.6); the session's own when it
+     * says none or the same. */
+    int want = info->size >= RAI_RUN_INFO_SIZE_1_6 ? info->intra_op_threads : 0;
+    OrtSession *lone =
+        want > 0 && want != m->threads ? ort_lone_session(&m->lone, want, info) : NULL;
     /* ORT's own texts, e.g. "Unexpected input data type. Actual: ...",
      * "Exiting due to terminate flag being set to true." */
-    OrtStatus *status = ort.api->Run(m->session, r.options, (const char *const *)r.names,
+    OrtStatus *status = ort.api->Run(lone ? lone : m->session, r.options, (const char *const *)r.names,
                                      (const OrtValue *const *)r.values, ninputs,
                                      (const char *const *)(r.names + ninputs), noutputs,
                                      r.values + ninputs);

@@ -7,6 +7,7 @@
  * model_create returns.
  */
 #define _GNU_SOURCE /* sched_getaffinity, in backend_threads.h */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,6 +39,14 @@ static TF_Buffer inline_run_options_buf = {
 };
 static TF_Buffer *const inline_run_options = &inline_run_options_buf;
 
+/* A session fixes its intra-op threads when it is created. The engine tells
+ * each run the threads it may use (RAI_RunInfo.intra_op_threads,
+ * engine/thread_policy.h): the session's count under load, one per
+ * physical core for a lone heavy run. For that count a CPU model gets a
+ * second session over the same graph, opened at the first run that asks
+ * for it (so only models that run alone and long pay its kernels' memory),
+ * logged once with its thread count; one that cannot be opened is not tried
+ * again, and the runs stay on the first. */
 typedef struct TFModel {
     TF_Graph *graph;
     TF_Session *session;
@@ -45,6 +54,12 @@ typedef struct TFModel {
     size_t noutputs;
     TF_Output *inputs; /* ninputs ports, then noutputs ports, one allocation */
     TF_Output *outputs;
+    RAI_DeviceKind device;
+    int threads; /* session's intra-op threads */
+    pthread_mutex_t lone_lock;
+    TF_Session *lone; /* atomic: opened once, under lone_lock */
+    int lone_threads; /* set before lone */
+    int lone_failed;  /* atomic */
 } TFModel;
 
 /* ---------------------------------------------------------------------- */
@@ -80,7 +95,7 @@ static void proto_int32_field(ProtoBuf *p, uint8_t tag, long long v) {
     proto_varint(p, (uint64_t)v);
 }
 
-static void session_config(ProtoBuf *p, RAI_DeviceKind device, int64_t device_id) {
+static void session_config(ProtoBuf *p, RAI_DeviceKind device, int64_t device_id, int intra) {
     p->len = 0;
     if (device == RAI_DEVICE_CPU) {
         /* device_count {key: "GPU" value: 0}, as RedisAI did: a CPU model
@@ -90,8 +105,8 @@ static void session_config(ProtoBuf *p, RAI_DeviceKind device, int64_t device_id
     }
     /* INTRA_OP_PARALLELISM, or the default of backend_threads.h from the
      * core count (TF's own is one thread per core, against Redis's main
-     * thread and the queue's workers). */
-    proto_int32_field(p, 0x10, rai_intra_op_threads(host)); /* intra_op_parallelism_threads = 2 */
+     * thread and the queue's workers); the lone session's count for it. */
+    proto_int32_field(p, 0x10, intra); /* intra_op_parallelism_threads = 2 */
     long long inter = host->config_get(RAI_CONFIG_INTER_OP_PARALLELISM);
     if (inter > 0) {
         proto_int32_field(p, 0x28, inter); /* inter_op_parallelism_threads = 5 */
@@ -149,20 +164,28 @@ static int find_port(TF_Graph *graph, const char *name, TF_Output *port) {
     return 1;
 }
 
+static void close_session(TF_Session *session) {
+    TF_Status *status = TF_NewStatus();
+    TF_CloseSession(session, status);
+    if (TF_GetCode(status) != TF_OK) {
+        host->log(RAI_LOG_WARNING, "TF: closing a session failed: %s", TF_Message(status));
+    }
+    TF_DeleteSession(session, status);
+    TF_DeleteStatus(status);
+}
+
 static void tf_model_free(void *handle) {
     TFModel *m = handle;
     if (!m) {
         return;
     }
-    if (m->session) {
-        TF_Status *status = TF_NewStatus();
-        TF_CloseSession(m->session, status);
-        if (TF_GetCode(status) != TF_OK) {
-            host->log(RAI_LOG_WARNING, "TF: closing a session failed: %s", TF_Message(status));
-        }
-        TF_DeleteSession(m->session, status);
-        TF_DeleteStatus(status);
+    if (m->lone) {
+        close_session(m->lone);
     }
+    if (m->session) {
+        close_session(m->session);
+    }
+    pthread_mutex_destroy(&m->lone_lock);
     if (m->graph) {
         TF_DeleteGraph(m->graph);
     }
@@ -221,7 +244,10 @@ static int import_graph(TFModel *m, const RAI_ModelSpec *spec, TF_Status *status
 static int open_session(TFModel *m, const RAI_ModelSpec *spec, TF_Status *status,
                         RAI_Error *err) {
     ProtoBuf config;
-    session_config(&config, spec->device, spec->device_id);
+    long long intra = rai_intra_op_threads(host);
+    m->threads = intra > INT32_MAX ? INT32_MAX : (int)intra;
+    m->device = spec->device;
+    session_config(&config, spec->device, spec->device_id, m->threads);
     TF_SessionOptions *sopts = TF_NewSessionOptions();
     TF_SetConfig(sopts, config.bytes, config.len, status);
     if (TF_GetCode(status) == TF_OK) {
@@ -240,6 +266,58 @@ static int open_session(TFModel *m, const RAI_ModelSpec *spec, TF_Status *status
     return 1;
 }
 
+/* Opens the lone session (see TFModel). Lone lock held. */
+static void open_lone(TFModel *m, int threads, const RAI_RunInfo *info) {
+    int has_key = info->size >= offsetof(RAI_RunInfo, key_len) + sizeof(size_t) && info->key;
+    const char *key = has_key ? info->key : "";
+    int key_len = has_key && info->key_len < 256 ? (int)info->key_len : 0;
+    ProtoBuf config;
+    session_config(&config, RAI_DEVICE_CPU, -1, threads);
+    TF_Status *status = TF_NewStatus();
+    TF_SessionOptions *sopts = TF_NewSessionOptions();
+    TF_Session *s = NULL;
+    TF_SetConfig(sopts, config.bytes, config.len, status);
+    if (TF_GetCode(status) == TF_OK) {
+        s = TF_NewSession(m->graph, sopts, status);
+    }
+    TF_DeleteSessionOptions(sopts);
+    if (TF_GetCode(status) != TF_OK || s == NULL) {
+        host->log(RAI_LOG_WARNING,
+                  "TensorFlow: no %d-thread session for lone runs of '%.*s', they keep the "
+                  "shared one: %s",
+                  threads, key_len, key, TF_Message(status));
+        __atomic_store_n(&m->lone_failed, 1, __ATOMIC_RELAXED);
+    } else {
+        m->lone_threads = threads;
+        __atomic_store_n(&m->lone, s, __ATOMIC_RELEASE);
+        host->log(RAI_LOG_NOTICE, "TensorFlow: a %d-thread session for lone runs of '%.*s'",
+                  threads, key_len, key);
+    }
+    TF_DeleteStatus(status);
+}
+
+/* The session for this run: the lone one when the engine asks a count
+ * other than the first session's (ABI 1.6), opened now if it is the
+ * first such run; else the first. */
+static TF_Session *run_session(TFModel *m, const RAI_RunInfo *info) {
+    int want = info && info->size >= RAI_RUN_INFO_SIZE_1_6 ? info->intra_op_threads : 0;
+    if (want <= 0 || want == m->threads || m->device != RAI_DEVICE_CPU ||
+        __atomic_load_n(&m->lone_failed, __ATOMIC_RELAXED)) {
+        return m->session;
+    }
+    TF_Session *s = __atomic_load_n(&m->lone, __ATOMIC_ACQUIRE);
+    if (s == NULL) {
+        pthread_mutex_lock(&m->lone_lock);
+        if (m->lone == NULL && !m->lone_failed) {
+            open_lone(m, want, info);
+        }
+        s = m->lone;
+        pthread_mutex_unlock(&m->lone_lock);
+    }
+    /* Opened for the physical cores, which do not change. */
+    return s != NULL && m->lone_threads == want ? s : m->session;
+}
+
 static void *tf_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, RAI_Error *err) {
     (void)names; /* TF keeps the names the user gave. */
     if (spec->size < sizeof(*spec)) {
@@ -253,6 +331,7 @@ static void *tf_model_create(const RAI_ModelSpec *spec, RAI_ModelNames *names, R
     TF_Status *status = TF_NewStatus();
     TFModel *m = host->calloc(1, sizeof(*m));
     if (m) {
+        pthread_mutex_init(&m->lone_lock, NULL);
         m->ninputs = spec->ninputs;
         m->noutputs = spec->noutputs;
         m->inputs = host->calloc(spec->ninputs + spec->noutputs + 1, sizeof(TF_Output));
@@ -276,7 +355,6 @@ fail:
 
 static int tf_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
                         size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
-    (void)info;
     TFModel *m = handle;
     /* The core checks counts before queueing; this guards the arrays below. */
     if (RAI_CheckRunCounts(host, err, ninputs, m->ninputs, noutputs, m->noutputs) != 0) {
@@ -301,7 +379,7 @@ static int tf_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const
 
     TF_Buffer *run_options =
         host->config_get(RAI_CONFIG_INTER_OP_PARALLELISM) > 0 ? NULL : inline_run_options;
-    TF_SessionRun(m->session, run_options, m->inputs, in, (int)ninputs, m->outputs, out, (int)noutputs,
+    TF_SessionRun(run_session(m, info), run_options, m->inputs, in, (int)ninputs, m->outputs, out, (int)noutputs,
                   NULL, 0, NULL, status);
     if (TF_GetCode(status) != TF_OK) {
         /* TF's own text, e.g. "Incompatible shapes: [2,2] vs. [3] ...". */

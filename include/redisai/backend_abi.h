@@ -25,7 +25,7 @@ extern "C" {
 #endif
 
 #define RAI_ABI_MAJOR 1
-#define RAI_ABI_MINOR 5
+#define RAI_ABI_MINOR 6
 
 #define RAI_BACKEND_ENTRY_SYMBOL "RAI_BackendEntry"
 
@@ -196,6 +196,13 @@ typedef struct RAI_ModelSpec {
      * "while creating <key>"). Not NUL-terminated. --- */
     const char *key;
     size_t key_len;
+    /* --- 1.6: 1 when blob stays valid and unchanged until model_free
+     * (the core keeps the model's blob: an in-process backend), so that a
+     * backend may build a second session from it later (ONNX Runtime's
+     * session for lone heavy runs); 0: copy what is needed before
+     * model_create returns (an isolated backend's host). Read it only when
+     * size covers it. --- */
+    int blob_kept;
 } RAI_ModelSpec;
 
 /* Input and output names a backend found in the model itself (ONNX, Torch).
@@ -264,6 +271,14 @@ typedef struct RAI_RunInfo {
      * Read it only when size covers it. Not NUL-terminated. --- */
     const char *key;
     size_t key_len;
+    /* --- 1.6: the intra-op threads the engine chose for this run
+     * (engine/thread_policy.h): the shared count of
+     * backends/common/backend_threads.h under load, one per physical core
+     * for a lone heavy run. 0: the backend's own default (runs off the
+     * workers: inline, LLAPI, batches, isolated hosts). Read it only when
+     * size covers it; a backend whose threads are fixed per session may
+     * keep a second session for the larger count, or ignore it. --- */
+    int intra_op_threads;
 } RAI_RunInfo;
 
 /* What a backend gives the core. Static storage in the backend. */
@@ -322,6 +337,8 @@ typedef const RAI_BackendDescriptor *(*RAI_BackendEntryFn)(const RAI_HostApi *ho
     (offsetof(RAI_HostApi, model_execute) + sizeof(void *))
 #define RAI_HOST_API_SIZE_1_4 \
     (offsetof(RAI_HostApi, run_queue_count) + sizeof(void *))
+#define RAI_RUN_INFO_SIZE_1_6 \
+    (offsetof(RAI_RunInfo, intra_op_threads) + sizeof(int))
 #define RAI_DESCRIPTOR_SIZE_1_0 \
     (offsetof(RAI_BackendDescriptor, model_run) + sizeof(void *))
 #define RAI_DESCRIPTOR_SIZE_1_1 \

@@ -13,11 +13,13 @@
 
 #include "commands/backend_info_cache.h"
 #include "core/config.h"
+#include "core/cpu_topology.h"
 #include "engine/completion.h"
 #include "engine/write_gate.h"
 #include "engine/inline_run.h"
 #include "engine/main_spin.h"
 #include "engine/run_queue.h"
+#include "engine/run_threads.h"
 #include "isolation/core/iso_info.h"
 #include "loader/backend_loader.h"
 #include "redisai/llapi.h"
@@ -149,6 +151,15 @@ void ModuleInfo_Callback(RedisModuleInfoCtx *ctx, int for_crash_report) {
     RedisModule_InfoAddSection(ctx, "helpers");
     RedisModule_InfoAddFieldLongLong(ctx, "helper_workers", RunQueue_Helpers());
     RedisModule_InfoAddFieldLongLong(ctx, "helper_runs", (long long)RunQueue_HelperRuns());
+
+    /* The thread policy (engine/thread_policy.h): the cores it sizes runs
+     * by, and the runs it gave one thread per physical core. */
+    RedisModule_InfoAddSection(ctx, "threads");
+    const RAI_CpuTopology *topo = CpuTopology_Get();
+    RedisModule_InfoAddFieldLongLong(ctx, "cpus_logical", topo->logical);
+    RedisModule_InfoAddFieldLongLong(ctx, "cpus_physical", topo->physical);
+    RedisModule_InfoAddFieldLongLong(ctx, "lone_heavy_run_min_us", RAI_LONE_RUN_MIN_US);
+    RedisModule_InfoAddFieldULongLong(ctx, "lone_heavy_runs", RunThreads_LoneHeavyRuns());
 
     /* Not in a crash report: it takes the isolation locks. */
     if (!for_crash_report) Iso_InfoSection(ctx, isKindDefault);

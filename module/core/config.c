@@ -83,5 +83,7 @@ int Config_SetInlineMax(RedisModuleString *s) {
 }
 
 int Config_SetWorkerSpin(RedisModuleString *s) {
-    return setBounded(s, RAI_MAX_WORKER_SPIN_US, &rai_config.worker_spin_us);
+    if (!setBounded(s, RAI_MAX_WORKER_SPIN_US, &rai_config.worker_spin_us)) return 0;
+    rai_config.worker_spin_us_set = 1;
+    return 1;
 }

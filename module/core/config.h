@@ -38,6 +38,9 @@ typedef struct RAI_Config {
      * for the next request, yielding the CPU, before it sleeps, when at most
      * one client waits for a queued run (run_queue.c); 0: it sleeps at once. */
     long long worker_spin_us;
+    /* WORKER_SPIN_US was given (module argument or AI.CONFIG SET): the
+     * spins go on during a lone heavy run too (engine/thread_policy.h). */
+    int worker_spin_us_set;
     /* UNSAFE_NO_ACL_CHECKS yes: on a server without the module ACL API
      * (core/server.h), run what cannot be checked against the caller's ACL
      * user (a script's redis.execute, keys Redis does not see) unchecked

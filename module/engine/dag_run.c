@@ -19,6 +19,7 @@
 #include "engine/blocked_time.h"
 #include "engine/completion.h"
 #include "engine/dag_park.h"
+#include "engine/run_threads.h"
 #include "redisai/reply_texts.h"
 #include "types/model.h"
 #include "types/run_stats.h"
@@ -122,16 +123,24 @@ void Dag_RunOp(RAI_Dag *dag, RAI_DagOp *op, int worker_index) {
                             ? small_outs
                             : RedisModule_Calloc(op->noutputs, sizeof(RAI_Tensor *));
     for (size_t i = 0; i < op->ninputs; i++) ins[i] = dag->slots[op->inputs[i]];
-    RAI_RunInfo info = {.size = sizeof(RAI_RunInfo), .worker_index = worker_index};
+    /* Scripts keep their backend's threads (Torch's, set per thread). */
+    RAI_ThreadChoice threads =
+        op->kind == DAG_OP_MODEL ? RunThreads_Choose(op->model) : (RAI_ThreadChoice){0};
+    RAI_RunInfo info = {.size = sizeof(RAI_RunInfo),
+                        .worker_index = worker_index,
+                        .intra_op_threads = threads.intra_op_threads};
     Dag_RunInfoKey(op, &info);
     /* Redis's interval encloses duration_us: SLOWLOG >= AI.INFO's figure. */
     Dag_MeasureStart(dag);
     long long start = Clock_NowUs();
     /* A script's redis.execute / redisAI.model_execute act for the caller. */
     const RAI_Caller *prev = Caller_SetCurrent(&dag->caller);
+    RunThreads_Begin(threads);
     int rc = callBackend(op, &info, ins, outs);
+    RunThreads_End(threads);
     Caller_SetCurrent(prev);
     opAnswered(dag, op, start, rc, outs);
+    if (op->kind == DAG_OP_MODEL && rc == 0) RunThreads_Ran(op->model, threads, op->duration_us);
     if (ins != small_ins) RedisModule_Free(ins);
     if (outs != small_outs) RedisModule_Free(outs);
 }

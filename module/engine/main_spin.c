@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "engine/completion.h"
 #include "engine/run_queue.h"
+#include "engine/run_threads.h"
 #include "redismodule.h"
 
 /* Readable from its creation on: its count is never read. */
@@ -24,8 +25,12 @@ static long long last_pass_end_us = 0;
  * measured); one that served a client's command takes several. */
 #define IDLE_PASS_US 2
 
+/* Not while a lone heavy run has every core (engine/thread_policy.h): the
+ * polling would take one from it, and the wake-up it saves is small beside
+ * such a run. */
 static int lone(void) {
-    return rai_config.worker_spin_us > 0 && RunQueue_LoneClient();
+    return rai_config.worker_spin_us > 0 && RunQueue_LoneClient() &&
+           !RunThreads_SpinsStandDown();
 }
 
 static void onPass(int fd, void *data, int mask) {

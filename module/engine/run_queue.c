@@ -28,7 +28,6 @@
  * whose model batches (batch.c): the user asked those to gather while the
  * worker runs.
  */
-#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "engine/run_queue.h"
 
 #include <pthread.h>
@@ -43,6 +42,7 @@
 #include "core/async_run.h"
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/cpu_topology.h"
 #include "core/device.h"
 #include "core/run_gate.h"
 #include "redismodule.h"
@@ -84,10 +84,15 @@ typedef struct WorkerArgs {
 static RAI_RunQueue *queues = NULL;
 static __thread int worker_index = -1;
 static __thread int is_helper = 0;
+static __thread RAI_RunLoad taken_load;
 static unsigned long long helper_runs = 0; /* atomic */
 
 int RunQueue_WorkerIndex(void) {
     return worker_index;
+}
+
+RAI_RunLoad RunQueue_TakenLoad(void) {
+    return taken_load;
 }
 
 int RunQueue_IsHelper(void) {
@@ -161,6 +166,16 @@ static RunQueue_RunFn policy_run;
  * RUNQUEUE_SAMPLE. Called and returns under lock. */
 static void runTaken(RAI_RunQueue *q, struct RAI_Dag **batch, size_t n) {
     long long start = sampleStart(q);
+    /* A thread stays busy until it comes back for the lock, after its
+     * client was answered: a lone client's next DAG may be taken by the
+     * helper meanwhile (long runs). Beyond the blocked clients, a busy
+     * thread is one such (or an LLAPI run, which blocks no client). */
+    int running = q->busy + (int)q->in_flight;
+    long clients = (long)RunQueue_ClientsWaiting();
+    if (clients >= 1 && running > clients) running = (int)clients;
+    long blocked = clients - running;
+    taken_load = (RAI_RunLoad){.running = running,
+                               .waiting = q->queued > blocked ? q->queued : blocked};
     pthread_mutex_unlock(&q->lock);
     policy_run(batch, n, q);
     long long end = start >= 0 ? threadCpuUs() : 0;
@@ -483,17 +498,14 @@ void RunQueue_InfoCpu(RedisModuleInfoCtx *ctx) {
 }
 
 /* Helpers for a new queue (see the top): the CPU queue's, with
- * THREADS_PER_QUEUE unset, no kind isolated and a second core. Other
+ * THREADS_PER_QUEUE unset, no kind isolated and a second CPU. Other
  * devices' queues keep their workers: a second thread per GPU was not
- * measured here. */
+ * measured here. The CPU queue is made at load, on the main thread: the
+ * topology is read here, before any run needs it. */
 static int helpersFor(const char *name) {
     if (rai_config.threads_per_queue_set || rai_config.isolate_kinds != 0) return 0;
     if (strcmp(name, "CPU") != 0) return 0;
-    cpu_set_t set;
-    long cores = 0;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
-    if (cores <= 0) cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return cores >= 2 ? 1 : 0;
+    return CpuTopology_Get()->logical >= 2 ? 1 : 0;
 }
 
 RAI_RunQueue *RunQueue_Ensure(const char *device_str, RAI_Error *err) {

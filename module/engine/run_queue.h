@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "core/error.h"
+#include "engine/thread_policy.h"
 #include "redismodule.h"
 
 struct RAI_Dag;
@@ -58,6 +59,12 @@ int RunQueue_Threads(const RAI_RunQueue *q);
 /* Index of the calling worker within its queue (helpers after the
  * workers), -1 off the workers. */
 int RunQueue_WorkerIndex(void);
+/* The calling worker's queue as it took what it runs now: its runs
+ * running or in flight (this one included), and the requests waiting, the
+ * more of the DAGs queued and the clients blocked for a run beyond those
+ * running (RunQueue_ClientsWaiting). What the thread policy goes by
+ * (engine/run_threads.h). Worker threads only. */
+RAI_RunLoad RunQueue_TakenLoad(void);
 /* The calling thread is a queue's helper. */
 int RunQueue_IsHelper(void);
 /* The CPU queue's helpers (0 or 1), and DAGs helpers took since load (INFO). */

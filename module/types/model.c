@@ -97,6 +97,8 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
         .outputs = p->outputs,
         .key = p->key ? p->key : "",
         .key_len = p->key ? p->key_len : 0,
+        /* Freed after model_free (Backend_ModelFree), with the model. */
+        .blob_kept = 1,
     };
     RAI_ModelNames names = {0};
     void *handle = be->model_create(&spec, &names, err);
@@ -134,6 +136,7 @@ RAI_Model *Model_Create(RedisModuleCtx *ctx, const RAI_ModelParams *p, char *blo
         .backend_name = p->backend_name ? RedisModule_Strdup(p->backend_name) : NULL,
         .on_fallback = fallback,
         .last_run_us = -1,
+        .recent_work_us = -1,
         .last_run_in_bytes = -1,
     };
     if (fallback) __atomic_add_fetch(&fallback_models, 1, __ATOMIC_RELAXED);

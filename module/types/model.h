@@ -48,6 +48,13 @@ typedef struct RAI_Model {
      * a stale pair only sends one run to the queue. */
     long long last_run_us;
     long long last_run_in_bytes;
+    /* Recent runs' time in one thread's terms (wall time times the
+     * intra-op threads each was given), a moving average, -1 before the
+     * first run, -2 after it (its warm-up is no figure): the thread policy's
+     * "long enough to gain" (engine/run_threads.c).
+     * In one thread's terms so that a model made faster by all cores stays
+     * heavy. Written by whichever thread ran it; relaxed atomics. */
+    long long recent_work_us;
     /* Inline runs over INLINE_RUN_MAX_US in a row, and when the latest of
      * them ended (ms): a run can take longer on Redis's main thread than on
      * a worker, whose CPU keeps the framework's data in its caches

@@ -390,7 +390,7 @@ def ai_sections(c: RawClient) -> dict[str, list[tuple[str, str]]]:
     # 1.2's five sections first, in 1.2's order (tools take them by position), then ours
     assert names == ["Modules", "ai_versions", "ai_git", "ai_load_time_configs", "ai_backends_info",
                      "ai_cpu", "ai_backends_paths", "ai_inline_runs", "ai_completions",
-                     "ai_helpers"], names
+                     "ai_helpers", "ai_threads"], names
     return dict(secs)
 
 

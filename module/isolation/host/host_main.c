@@ -328,6 +328,8 @@ static void modelCreate(IsoMsg *m) {
         .outputs = (const char *const *)outputs,
         .key = key,
         .key_len = key_len,
+        /* The blob is a view of the request, gone after the reply. */
+        .blob_kept = 0,
     };
     RAI_ModelNames names = {0};
     RAI_Error err;
