@@ -20,6 +20,7 @@
  *                [--guard inference|nograd|none] [--threads-per-run]
  *                [--input-offset N] [--optimize none|freeze|inference]
  *                [--dump-output FILE] [--gap-us N] [--gap yield|pause|sleep]
+ *                [--spinner yield|pause] [--other-caller]
  *
  * DTYPE is FLOAT, DOUBLE, INT32, INT64 or UINT8 (raw little-endian bytes,
  * as rai_floor reads them). --guard: c10::InferenceMode (the default, what
@@ -36,6 +37,16 @@
  * module's spin), a loop without system calls (pause), or asleep (a worker
  * that does not spin); each run is still timed alone. Whether a run costs
  * more after such a gap than back to back is what the gap prices.
+ * --spinner starts a third thread that spins for the whole timed loop, as
+ * Redis's main thread does while it polls for a lone client (main_spin.c:
+ * sched_yield between looks) or a thread that never yields (pause): what a
+ * run with --intra 2 loses when its pool thread has no core of its own.
+ * --other-caller runs the model once on a second thread before the timed
+ * loop and keeps that thread alive (parked), as the run queue's helper
+ * worker does once it has run one request: libgomp gives every thread that
+ * starts a parallel region a pool of its own, and counts all pools' threads
+ * against the CPUs (its spin-wait shrinks once they outnumber them).
+ * cpu_us is the process's CPU time per timed run, every thread's.
  * Prints one JSON object with the keys
  * rai_floor prints: p50/p90/p99/min/mean of one run in microseconds and
  * runs per second of the timed loop.
@@ -46,6 +57,7 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +68,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <time.h>
 #include <vector>
 
 namespace {
@@ -131,6 +144,8 @@ struct Options {
     std::string dump;
     long gap_us = 0;
     std::string gap = "yield";
+    std::string spinner;
+    bool other_caller = false;
 };
 
 Options parse_args(int argc, char **argv) {
@@ -139,6 +154,10 @@ Options parse_args(int argc, char **argv) {
         std::string a = argv[i];
         if (a == "--threads-per-run") {
             o.threads_per_run = true;
+            continue;
+        }
+        if (a == "--other-caller") {
+            o.other_caller = true;
             continue;
         }
         if (i + 1 >= argc) {
@@ -177,6 +196,11 @@ Options parse_args(int argc, char **argv) {
                 die("--gap " + v + ": yield, pause or sleep");
             }
             o.gap = v;
+        } else if (a == "--spinner") {
+            if (v != "yield" && v != "pause") {
+                die("--spinner " + v + ": yield or pause");
+            }
+            o.spinner = v;
         } else if (a == "--dump-output") {
             o.dump = v;
         } else {
@@ -271,6 +295,38 @@ int main(int argc, char **argv) {
     std::vector<double> lat(static_cast<size_t>(o.iters));
     double wall = 0;
     std::string error;
+    std::atomic<bool> done{false};
+    std::thread other;
+    if (o.other_caller) {
+        std::atomic<bool> ran{false};
+        other = std::thread([&] {
+            at::init_num_threads();
+            try {
+                run_once(m, inputs, o);
+            } catch (const std::exception &) {
+            }
+            ran = true;
+            while (!done.load()) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+        });
+        while (!ran.load()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+    double cpu_us = 0;
+    std::thread spinner;
+    if (!o.spinner.empty()) {
+        spinner = std::thread([&] {
+            while (!done.load(std::memory_order_relaxed)) {
+                if (o.spinner == "yield") {
+                    sched_yield();
+                } else {
+                    __builtin_ia32_pause();
+                }
+            }
+        });
+    }
     /* A worker thread of its own, as the module's run queue and rai_floor:
      * libtorch's intra-op setting is per thread. */
     std::thread worker([&] {
@@ -280,6 +336,8 @@ int main(int argc, char **argv) {
                 run_once(m, inputs, o);
             }
             using clock = std::chrono::steady_clock;
+            struct timespec c0, c1;
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
             auto start = clock::now();
             for (long i = 0; i < o.iters; i++) {
                 if (o.gap_us > 0) {
@@ -291,6 +349,9 @@ int main(int argc, char **argv) {
                     std::chrono::duration<double>(clock::now() - t0).count();
             }
             wall = std::chrono::duration<double>(clock::now() - start).count();
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+            cpu_us = ((c1.tv_sec - c0.tv_sec) * 1e6 + (c1.tv_nsec - c0.tv_nsec) / 1e3) /
+                     static_cast<double>(o.iters);
             if (!o.dump.empty()) {
                 at::Tensor out = run_once(m, inputs, o).contiguous();
                 std::ofstream f(o.dump, std::ios::binary);
@@ -305,6 +366,13 @@ int main(int argc, char **argv) {
         }
     });
     worker.join();
+    done = true;
+    if (spinner.joinable()) {
+        spinner.join();
+    }
+    if (other.joinable()) {
+        other.join();
+    }
     if (!error.empty()) {
         die("forward failed: " + error);
     }
@@ -320,12 +388,12 @@ int main(int argc, char **argv) {
                                                     : "none";
     std::printf("{\"kind\": \"TORCH\", \"framework\": \"PyTorch\", \"framework_version\": \"%s\", "
                 "\"direct\": true, \"guard\": \"%s\", \"threads_per_run\": %s, "
-                "\"input_offset\": %zu, \"optimize\": \"%s\", \"gap_us\": %ld, \"gap\": \"%s\", \"iters\": %ld, \"warmup\": %ld, \"intra\": %d, "
+                "\"input_offset\": %zu, \"optimize\": \"%s\", \"gap_us\": %ld, \"gap\": \"%s\", \"spinner\": \"%s\", \"other_caller\": %s, \"cpu_us\": %.1f, \"iters\": %ld, \"warmup\": %ld, \"intra\": %d, "
                 "\"inter\": %d, "
                 "\"p50_us\": %.2f, \"p90_us\": %.2f, \"p99_us\": %.2f, \"min_us\": %.2f, "
                 "\"mean_us\": %.2f, \"rps\": %.1f}\n",
                 kVersion, guard, o.threads_per_run ? "true" : "false", o.input_offset,
-                o.optimize.c_str(), o.gap_us, o.gap.c_str(), o.iters, o.warmup, o.intra, o.inter, pct(sorted, .5) * 1e6, pct(sorted, .9) * 1e6,
+                o.optimize.c_str(), o.gap_us, o.gap.c_str(), o.spinner.empty() ? "none" : o.spinner.c_str(), o.other_caller ? "true" : "false", cpu_us, o.iters, o.warmup, o.intra, o.inter, pct(sorted, .5) * 1e6, pct(sorted, .9) * 1e6,
                 pct(sorted, .99) * 1e6, sorted[0] * 1e6, sum / static_cast<double>(o.iters) * 1e6,
                 static_cast<double>(o.iters) / wall);
     return 0;
