@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -176,14 +177,13 @@ void torch_model_free(void *handle) {
 
 int torch_model_run(void *handle, const RAI_RunInfo *info, RAI_Tensor *const *inputs,
                     size_t ninputs, RAI_Tensor **outputs, size_t noutputs, RAI_Error *err) {
-    (void)info;
     return guarded<int>(err, -1, [&]() -> int {
         auto *m = static_cast<TorchModel *>(handle);
         if (ninputs != m->ninputs) {
             set_error(err, RAI_ERR_INPUT_KEYS);
             return -1;
         }
-        prepare_worker_thread();
+        prepare_worker_thread(info);
         /* InferenceMode, not NoGradGuard: no version counters or view
          * tracking (NoGradGuard: +0.1 us a run on the 2x2 model, +1 us on
          * the CNN; no guard at all records the autograd graph of the
@@ -272,6 +272,12 @@ RAI_BACKEND_ENTRY(h, errbuf, errlen) {
     try {
         host = h;
         apply_thread_config();
+        /* What libgomp read when it was loaded with libtorch (the core sets
+         * OMP_WAIT_POLICY before loading a backend, unless the user did). */
+        const char *policy = std::getenv("OMP_WAIT_POLICY");
+        const char *spins = std::getenv("GOMP_SPINCOUNT");
+        host->log(RAI_LOG_NOTICE, "Torch: OpenMP wait policy %s, GOMP_SPINCOUNT %s",
+                  policy ? policy : "unset", spins ? spins : "unset");
         return &descriptor;
     } catch (const std::exception &e) {
         errbuf_set(errbuf, errlen, "Torch backend: " + one_line(error_text(e)));

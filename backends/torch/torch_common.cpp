@@ -23,12 +23,23 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string_view>
+
+/* A thread's own OpenMP team size (libgomp's, which libtorch_cpu.so
+ * needs) and MKL's (inside libtorch_cpu.so; its GEMMs open OpenMP regions
+ * of that size whatever OpenMP's setting). Weak: NULL in a libtorch built
+ * with another OpenMP or without MKL; the backend links neither itself, so
+ * that no second copy of either can be found. */
+extern "C" void omp_set_num_threads(int) __attribute__((weak));
+/* mkl_service.h's mkl_set_num_threads_local is a macro for this one; the
+ * lower-case symbols are MKL's Fortran entries (they take an int *). */
+extern "C" int MKL_Set_Num_Threads_Local(int) __attribute__((weak));
 
 namespace rai_torch {
 
@@ -133,11 +144,53 @@ void set_error_from_current_exception(RAI_Error *err) {
     }
 }
 
-void prepare_worker_thread() {
+namespace {
+
+/* The pool threads a caller that is not a queue worker may still take:
+ * the cores less libgomp's first thread and the workers' pools. Taken
+ * once per thread and never given back (a thread's pool lives as long as
+ * it), so later callers only ever get fewer. */
+std::atomic<long long> spare_pool_threads{LLONG_MIN};
+
+bool is_queue_worker(const RAI_RunInfo *info) {
+    long long workers = host->config_get(RAI_CONFIG_THREADS_PER_QUEUE);
+    return info && info->worker_index >= 0 && info->worker_index < (workers < 1 ? 1 : workers);
+}
+
+/* At most 1 + what is left of the spare pool threads for this thread. */
+int pool_size_for_other_caller(int want) {
+    long long workers = host->config_get(RAI_CONFIG_THREADS_PER_QUEUE);
+    long long init = rai_usable_cores() - 1 - (workers < 1 ? 1 : workers) * (want - 1);
+    long long expected = LLONG_MIN;
+    spare_pool_threads.compare_exchange_strong(expected, init < 0 ? 0 : init);
+    long long left = spare_pool_threads.load();
+    long long take;
+    do {
+        take = std::min<long long>(want - 1, left);
+    } while (take > 0 && !spare_pool_threads.compare_exchange_weak(left, left - take));
+    return 1 + static_cast<int>(take > 0 ? take : 0);
+}
+
+}  // namespace
+
+void prepare_worker_thread(const RAI_RunInfo *info) {
     thread_local bool prepared = false;
-    if (!prepared) {
-        at::init_num_threads();
-        prepared = true;
+    if (prepared) {
+        return;
+    }
+    prepared = true;
+    at::init_num_threads();
+    int threads = at::get_num_threads();
+    if (threads > 1 && !is_queue_worker(info) && omp_set_num_threads) {
+        /* This thread's own settings only: at::set_num_threads would also
+         * change the count every later thread starts with. libtorch's lazy
+         * per-thread init has run (at::get_num_threads), so it does not
+         * set them back at the first parallel region. */
+        threads = pool_size_for_other_caller(threads);
+        omp_set_num_threads(threads);
+        if (MKL_Set_Num_Threads_Local) {
+            MKL_Set_Num_Threads_Local(threads);
+        }
     }
 }
 

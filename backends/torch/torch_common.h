@@ -101,8 +101,19 @@ bool flatten_tensors(const c10::IValue &v, bool skip_non_tensor_members,
  * to this thread's OpenMP settings (at::init_num_threads). libtorch does it
  * lazily only inside at::parallel_for, while oneDNN kernels (convolutions)
  * open OpenMP regions themselves: without this, a worker thread would use
- * OpenMP's default team size whatever INTRA_OP_PARALLELISM says. */
-void prepare_worker_thread();
+ * OpenMP's default team size whatever INTRA_OP_PARALLELISM says.
+ *
+ * A thread that is not one of its queue's THREADS_PER_QUEUE workers (the
+ * CPU queue's helper, Redis's main thread for an inline run, an LLAPI
+ * client's thread: info->worker_index) gets at most the pool threads left
+ * over once every worker has its own: libgomp keeps one pool per thread
+ * that starts a parallel region and, once all pools' threads outnumber the
+ * cores, cuts every pool's spin-wait from 300,000 rounds to 100, so every
+ * parallel region of every run then wakes its pool through a futex (the
+ * CNN on 2 cores, 2 threads, in-process: p50 323-430 us a run once a second
+ * thread had run it, 48-84 us before; docs/performance.md#intra-op-pools).
+ * MKL's count is set too: its GEMMs open regions of their own size. */
+void prepare_worker_thread(const RAI_RunInfo *info);
 
 /* Wraps a descriptor member: runs body, and turns any C++ exception into
  * an error on err. Returns fail_value when body throws. */

@@ -407,7 +407,6 @@ void script_free(void *script) {
 
 int script_run(void *script, const RAI_RunInfo *info, const RAI_ScriptCall *call,
                RAI_Tensor **outputs, RAI_Error *err) {
-    (void)info;
     RunScope scope{err};
     try {
         auto *s = static_cast<TorchScript *>(script);
@@ -417,7 +416,7 @@ int script_run(void *script, const RAI_RunInfo *info, const RAI_ScriptCall *call
             set_error(err, "Function does not exist: " + fn);
             return -1;
         }
-        prepare_worker_thread();
+        prepare_worker_thread(info);
         c10::InferenceMode guard;
         torch::jit::Stack stack;
         /* A function shaped as an entry point but not declared one (a

@@ -149,10 +149,19 @@ static double nowSeconds(void) {
 }
 
 /* Frameworks read these while their libraries initialise: they must be in
- * the environment before the first dlopen. A user's own setting wins. */
+ * the environment before the first dlopen. A user's own setting wins.
+ * OMP_WAIT_POLICY: libtorch's OpenMP runtime (libgomp) otherwise keeps an
+ * intra-op pool's threads spinning for 300,000 rounds after each parallel
+ * region, past the end of the run, on the cores Redis's main thread and
+ * the clients need between runs; on a loaded machine a run then waits for
+ * a descheduled thread at each region (the CNN on 2 cores,
+ * INTRA_OP_PARALLELISM 2, one client: 141-1,008 req/s spinning, 2,413-7,463
+ * passive; docs/performance.md#intra-op-pools). Passive threads sleep at
+ * once, and a one-thread team (the default on 2 cores) never waits. */
 static void quietFrameworks(void) {
     setenv("TF_CPP_MIN_LOG_LEVEL", "3", 0);
     setenv("TF_ENABLE_ONEDNN_OPTS", "0", 0);
+    if (getenv("GOMP_SPINCOUNT") == NULL) setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
 }
 
 /* BACKENDS_CONFINED: real must lie inside realpath(BACKENDSPATH). */

@@ -106,6 +106,7 @@ static RAI_BackendEntryFn openEntry(const char *real, const struct stat *st, RAI
      * environment too, a user's own setting wins either way. */
     setenv("TF_CPP_MIN_LOG_LEVEL", "3", 0);
     setenv("TF_ENABLE_ONEDNN_OPTS", "0", 0);
+    if (getenv("GOMP_SPINCOUNT") == NULL) setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
     /* By path, not /proc/self/fd/<n>: $ORIGIN in the backend's RUNPATH
      * must name its own folder. The handle is never closed: the host
      * lives as long as the backend. */
